@@ -1,0 +1,81 @@
+"""Observation models: log-probability and the derivatives the curvature estimators need.
+
+A likelihood maps the network output ``f`` (shape ``(C,)``) and a target ``y`` to
+``log p(y | f)``. The linearised estimators of the BONG paper (Prop. 4.2) need the
+gradient ``r = d log p / d f`` and a square root ``L`` of the negative Hessian,
+``L L^T = -d^2 log p / d f^2``. For the Gaussian this is ``R^{-1/2}``. For the
+categorical likelihood with ``h = softmax(f)`` and ``R = diag(p) - p p^T``, the
+linearised-Gaussian terms of the BONG paper, ``H^T R^+ (y - p)`` and ``H^T R^+ H``
+with ``H = R J``, reduce to ``J^T (y - p)`` and ``J^T R J``: the pseudo-inverse
+route of footnote 2 of the LO-FI paper, computed without inverting ``R``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["Gaussian", "Categorical"]
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """Gaussian observations ``y ~ N(f, diag(obs_noise))`` (LO-FI Eq. 10, regression)."""
+
+    def log_prob(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``log N(y | f, diag(obs_noise))`` for one observation; ``f, y`` of shape ``(C,)``."""
+        var = jnp.broadcast_to(obs_noise, f.shape)
+        return -0.5 * jnp.sum(jnp.log(2 * jnp.pi * var) + (y - f) ** 2 / var)
+
+    def mean(self, f: jax.Array) -> jax.Array:
+        """Conditional mean ``h = E[y | f] = f``."""
+        return f
+
+    def variance(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """Diagonal of the conditional covariance ``R``, shape ``(C,)``."""
+        return jnp.broadcast_to(obs_noise, f.shape)
+
+    def score(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``d log p / d f = R^{-1} (y - f)``."""
+        return (y - f) / obs_noise
+
+    def hessian_root(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``L`` with ``L L^T = R^{-1}``, shape ``(C, C)``."""
+        return jnp.diag(jnp.broadcast_to(obs_noise, f.shape) ** -0.5)
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """Categorical observations with logits ``f`` and one-hot targets ``y``."""
+
+    def log_prob(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``sum_c y_c log softmax(f)_c``; ``obs_noise`` is unused."""
+        del obs_noise
+        return jnp.sum(y * jax.nn.log_softmax(f))
+
+    def mean(self, f: jax.Array) -> jax.Array:
+        """Conditional mean ``h = softmax(f)``."""
+        return jax.nn.softmax(f)
+
+    def variance(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """Diagonal of ``R = diag(p) - p p^T``."""
+        del obs_noise
+        p = jax.nn.softmax(f)
+        return p * (1 - p)
+
+    def score(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``d log p / d f = y - softmax(f)``."""
+        del obs_noise
+        return y - jax.nn.softmax(f)
+
+    def hessian_root(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``L = diag(sqrt p) - p sqrt(p)^T``, which satisfies ``L L^T = diag(p) - p p^T``.
+
+        The identity uses ``sum(p) = 1``. ``L`` has rank ``C - 1`` like ``R`` itself.
+        """
+        del obs_noise
+        p = jax.nn.softmax(f)
+        sqrt_p = jnp.sqrt(p)
+        return jnp.diag(sqrt_p) - jnp.outer(p, sqrt_p)

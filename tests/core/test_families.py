@@ -1,0 +1,178 @@
+"""Family updates against closed forms and dense references (float64).
+
+References are written independently of the code under test: batch least squares
+for the linear-Gaussian posterior, dense Jacobians by forward-mode autodiff, dense
+matrix inverses.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from skbong.core import (
+    Categorical,
+    DiagonalLowRank,
+    FullCovariance,
+    FullCovarianceMoment,
+    Hyperparameters,
+    MLPSpec,
+    filter_posterior,
+    make_config,
+    run_filter,
+)
+
+
+def _linear(theta, x):
+    return x @ theta[:, None]
+
+
+def _linear_data(n=40, p=4, noise=0.25, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    y = X @ rng.normal(size=p) + np.sqrt(noise) * rng.normal(size=n)
+    return X, y
+
+
+def _exact_posterior(X, y, mean0, sigma0, noise):
+    """Bayesian linear regression: N(mean0, sigma0^2 I) prior, N(x^T theta, noise) likelihood."""
+    precision = np.eye(X.shape[1]) / sigma0**2 + X.T @ X / noise
+    cov = np.linalg.inv(precision)
+    return cov @ (mean0 / sigma0**2 + X.T @ y / noise), cov
+
+
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_bong_lin_hess_fc_is_exact_for_linear_gaussian(batch_size, x64):
+    # BONG Prop. 4.1 / E.1.2: with a linear mean and Gaussian noise, LIN-HESS is exact and
+    # the FC update is the Kalman filter, so T steps give the batch posterior.
+    X, y = _linear_data()
+    mean0 = np.array([0.5, -0.2, 0.0, 0.1])
+    state = filter_posterior(
+        _linear, jnp.asarray(mean0), X, y[:, None], family="fc", sigma0=1.5, obs_noise=0.25, batch_size=batch_size
+    )
+    mean, cov = _exact_posterior(X, y, mean0, 1.5, 0.25)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-6)
+    np.testing.assert_allclose(state.cov, cov, rtol=1e-6, atol=1e-6 * np.abs(cov).max())
+
+
+def test_fc_mom_step_is_kalman_without_epistemic_term(x64):
+    # BONG E.2.1: the moment-parameter step (Eqs. 169-170) is the Kalman step with the
+    # innovation covariance R + H Sigma H^T replaced by R. It is therefore not exact; its
+    # error relative to the exact update shrinks like ||H Sigma H^T|| / R.
+    rng = np.random.default_rng(3)
+    mean0, H = rng.normal(size=3), rng.normal(size=(1, 3))
+    y = np.array([1.3])
+    deviations = []
+    for noise in [1.0, 10.0, 100.0]:
+        state = filter_posterior(
+            _linear, jnp.asarray(mean0), H, y[:, None], family="fc_mom", sigma0=0.7, obs_noise=noise
+        )
+        prior_cov = 0.49 * np.eye(3)
+        mean_exact, cov_exact = _exact_posterior(H, y, mean0, 0.7, noise)
+        innovation = y - H @ mean0
+        np.testing.assert_allclose(state.mean, mean0 + prior_cov @ H.T @ innovation / noise, rtol=1e-12)
+        np.testing.assert_allclose(state.cov, prior_cov - prior_cov @ H.T @ H @ prior_cov / noise, rtol=1e-12)
+        deviations.append(np.abs(state.cov - cov_exact).max() / np.abs(prior_cov - cov_exact).max())
+        assert deviations[-1] > 0
+    epistemic = 0.49 * float((H @ H.T)[0, 0])
+    np.testing.assert_allclose(deviations, [epistemic / n for n in [1.0, 10.0, 100.0]], rtol=1e-8)
+
+
+def _mlp_stream(n=25, seed=0):
+    spec = MLPSpec(3, (4,), 3, "tanh")
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    Y = np.eye(3)[rng.integers(3, size=n)]
+    return spec, X, Y
+
+
+def test_dlr_with_full_rank_reproduces_fc(x64):
+    spec, X, Y = _mlp_stream()
+    mean0 = jnp.asarray(spec.init_params(0), jnp.float64)
+    kwargs = dict(likelihood="categorical", sigma0=0.8)
+    fc = filter_posterior(spec.apply, mean0, X, Y, family="fc", **kwargs)
+    dlr = filter_posterior(spec.apply, mean0, X, Y, family="dlr", rank=spec.n_params, **kwargs)
+    cov_dlr = np.linalg.inv(np.diag(dlr.diag_precision) + dlr.low_rank @ dlr.low_rank.T)
+    np.testing.assert_allclose(dlr.mean, fc.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(cov_dlr, fc.cov, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+def test_diag_reproduces_fc_when_jacobians_have_disjoint_support(family, x64):
+    # Each observation touches one coordinate, so the exact precision stays diagonal and
+    # the natural diagonal step (VD-EKF, Eqs. 212-213) equals the Kalman step. The moment
+    # step equals it only to first order (E.4.1), so it is checked against its own
+    # closed form: sigma^2 <- sigma^2 - sigma^4 h^2 / R once per coordinate.
+    rng = np.random.default_rng(5)
+    p = 6
+    X = np.diag(rng.uniform(0.5, 2.0, size=p))[rng.permutation(p)]
+    y = rng.normal(size=p)
+    mean0 = rng.normal(size=p)
+    fc = filter_posterior(_linear, jnp.asarray(mean0), X, y[:, None], family="fc", sigma0=0.9, obs_noise=5.0)
+    diag = filter_posterior(_linear, jnp.asarray(mean0), X, y[:, None], family=family, sigma0=0.9, obs_noise=5.0)
+    h = X.sum(axis=0)  # the single non-zero of the row that touches each coordinate
+    if family == "diag":
+        np.testing.assert_allclose(np.diag(fc.cov), diag.var, rtol=1e-12)
+        np.testing.assert_allclose(np.abs(fc.cov - np.diag(np.diag(fc.cov))).max(), 0, atol=1e-15)
+        np.testing.assert_allclose(diag.mean, fc.mean, rtol=1e-12)
+    else:
+        np.testing.assert_allclose(diag.var, 0.81 - 0.81**2 * h**2 / 5.0, rtol=1e-12)
+
+
+def test_dlr_projection_preserves_diagonal_of_precision_and_uses_unprojected_mean(x64):
+    # LO-FI / BONG E.5.2: the mean step uses Upsilon + W~ W~^T before truncation, and the
+    # truncated directions are moved into Upsilon so that diag(precision) is unchanged.
+    spec, X, Y = _mlp_stream(n=6, seed=2)
+    config = make_config(spec.apply, "categorical", "dlr", rank=2)
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    state = config.family.init(jnp.asarray(spec.init_params(1), jnp.float64), jnp.asarray(0.7))
+    state = run_filter(config, state, X[:5], Y[:5], hyper)  # a state with W != 0
+    new = run_filter(config, state, X[5:], Y[5:], hyper)
+
+    x, y = X[5], Y[5]
+    jac = jax.jacfwd(lambda theta: spec.apply(theta, x[None])[0])(state.mean)  # (C, P)
+    f = spec.apply(state.mean, x[None])[0]
+    likelihood = Categorical()
+    neg_hess = -jax.hessian(likelihood.log_prob)(f, jnp.asarray(y), None)
+    precision_full = np.diag(state.diag_precision) + state.low_rank @ state.low_rank.T + jac.T @ neg_hess @ jac
+    grad = jac.T @ jax.grad(likelihood.log_prob)(f, jnp.asarray(y), None)
+
+    precision_new = np.diag(new.diag_precision) + new.low_rank @ new.low_rank.T
+    np.testing.assert_allclose(np.diag(precision_new), np.diag(precision_full), rtol=1e-10)
+    np.testing.assert_allclose(new.mean, state.mean + np.linalg.solve(precision_full, grad), rtol=1e-8, atol=1e-12)
+    assert new.low_rank.shape == (spec.n_params, 2)
+    # The kept part is the best rank-2 approximation of the low-rank precision term.
+    lowrank_full = precision_full - np.diag(state.diag_precision)
+    top = np.sort(np.linalg.eigvalsh(lowrank_full))[::-1][:2]
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(new.low_rank.T @ new.low_rank))[::-1], top, rtol=1e-8)
+
+
+@pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])
+def test_predict_step_matches_dense_recursion(family, x64):
+    # LO-FI Algorithm 2 (Eqs. 19, 25) for DLR; Sigma <- gamma^2 Sigma + q I for all.
+    spec, X, Y = _mlp_stream(n=8, seed=4)
+    config = make_config(spec.apply, "categorical", family, rank=3)
+    state = config.family.init(jnp.asarray(spec.init_params(2), jnp.float64), jnp.asarray(0.6))
+    state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
+    decay, q = 0.9, 0.05
+    predicted = config.family.predict(state, jnp.asarray(decay), jnp.asarray(q))
+    cov = np.asarray(config.family.covariance(state))
+    expected = decay**2 * cov + q * np.eye(cov.shape[0])
+    np.testing.assert_allclose(config.family.covariance(predicted), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(predicted.mean, decay * state.mean, rtol=1e-14)
+
+
+@pytest.mark.parametrize("family", ["fc", "diag", "dlr"])
+def test_samples_have_the_family_covariance(family, x64):
+    spec, X, Y = _mlp_stream(n=10, seed=6)
+    spec = MLPSpec(2, (), 2, "relu")  # P = 6, small enough for a sharp Monte-Carlo check
+    config = make_config(spec.apply, "categorical", family, rank=2)
+    state = config.family.init(jnp.asarray(spec.init_params(0), jnp.float64), jnp.asarray(0.8))
+    state = run_filter(config, state, X[:, :2], Y[:, :2], Hyperparameters(1.0, 1.0, 0.0))
+    n = 200_000
+    draws = np.asarray(config.family.sample(state, jax.random.PRNGKey(0), n))
+    cov = np.asarray(config.family.covariance(state))
+    # Standard error of a sample covariance entry: sqrt((S_ii S_jj + S_ij^2) / n).
+    se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / n)
+    np.testing.assert_array_less(np.abs(np.cov(draws.T) - cov), 5 * se)
+    np.testing.assert_array_less(np.abs(draws.mean(0) - state.mean), 5 * np.sqrt(np.diag(cov) / n))

@@ -1,0 +1,29 @@
+"""Likelihood derivatives against automatic differentiation of ``log_prob``."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from skbong.core import Categorical, Gaussian
+
+
+@pytest.mark.parametrize("likelihood", [Gaussian(), Categorical()], ids=["gaussian", "categorical"])
+def test_score_and_hessian_root_match_autodiff(likelihood, x64):
+    rng = np.random.default_rng(0)
+    f = jnp.asarray(rng.normal(size=4))
+    y = jnp.asarray(np.eye(4)[2] if isinstance(likelihood, Categorical) else rng.normal(size=4))
+    noise = jnp.asarray([0.5, 1.0, 2.0, 0.1])
+    grad = jax.grad(likelihood.log_prob)(f, y, noise)
+    hess = jax.hessian(likelihood.log_prob)(f, y, noise)
+    root = likelihood.hessian_root(f, noise)
+    np.testing.assert_allclose(likelihood.score(f, y, noise), grad, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(root @ root.T, -hess, rtol=1e-12, atol=1e-12)
+
+
+def test_categorical_curvature_has_rank_c_minus_one(x64):
+    f = jnp.asarray([0.3, -1.0, 2.0, 0.0, 0.5])
+    root = Categorical().hessian_root(f, None)
+    assert np.linalg.matrix_rank(np.asarray(root @ root.T), tol=1e-10) == 4
+    p = jax.nn.softmax(f)
+    np.testing.assert_allclose(Categorical().variance(f, None), np.diag(np.diag(p) - np.outer(p, p)))

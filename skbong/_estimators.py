@@ -1,0 +1,564 @@
+"""scikit-learn estimators over the JAX core: ``BONGClassifier`` and ``BONGRegressor``.
+
+This layer validates input, encodes labels, moves arrays to JAX once per call and turns
+``random_state`` into seeds. It never reads the fields of a belief state: everything it
+does with the posterior goes through :mod:`skbong.core`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from numbers import Integral, Real
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .core import (
+    ACTIVATIONS,
+    ALGORITHMS,
+    FAMILIES,
+    HESSIANS,
+    Hyperparameters,
+    MLPSpec,
+    make_config,
+    predict_outputs,
+    run_filter,
+)
+
+__all__ = ["BONGClassifier", "BONGRegressor"]
+
+_SHARED_PARAMS_DOC = """
+    hidden_layer_sizes : tuple of int, default=(50,)
+        Widths of the hidden layers of the MLP; ``()`` gives a linear (regressor) or
+        multinomial logistic (classifier) model.
+    activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
+        Hidden-layer activation.
+    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr"}, default="dlr"
+        Gaussian family of the posterior (BONG paper Sec. 3): full covariance in natural
+        ("fc") or moment ("fc_mom") parameters, diagonal in natural ("diag") or moment
+        ("diag_mom") parameters, or diagonal-plus-rank-``rank`` precision ("dlr", LO-FI).
+        "fc" and "fc_mom" store a ``P x P`` matrix; use them for small networks only.
+        The moment families take the step of BONG Eqs. 168 and 247, which is not
+        guaranteed to keep the covariance positive: with a large ``sigma0`` it can
+        break down, and ``fit`` then raises ``FloatingPointError`` (state unchanged).
+    rank : int, default=10
+        Rank of the low-rank precision term (``family="dlr"`` only).
+    algorithm : {"bong"}, default="bong"
+        Update rule. "bong": one natural-gradient step of the expected log-likelihood
+        from the prior (BONG paper Eq. 5).
+    hessian : {"lin_hess"}, default="lin_hess"
+        Estimator of the expected gradient and Hessian. "lin_hess" linearises the
+        network at the posterior mean (BONG Prop. 4.2); with "bong" this is CM-EKF
+        ("fc"), VD-EKF ("diag") and LO-FI ("dlr").
+    sigma0 : float, default=0.3
+        Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
+        LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
+        recompiles.
+    dynamics_decay : float, default=1.0
+        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update.
+    process_noise : float, default=0.0
+        ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``. With the defaults
+        ``gamma = 1, q = 0`` the parameters are static; ``q > 0`` lets the model track
+        a drifting stream.
+    max_iter : int, default=1
+        Passes over the data in ``fit``. Online Bayesian updates are meant to see each
+        observation once; more passes count the data several times.
+    batch_size : int, default=1
+        Observations per filter step (the paper uses 1).
+    shuffle : bool, default=True
+        Whether ``fit`` shuffles the rows before each pass. ``partial_fit`` never shuffles.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial weights, the shuffling and any Monte-Carlo draws.
+    verbose : int, default=0
+        Print progress per pass when positive.
+    dtype : {"float32", "float64"}, default="float32"
+        Computation precision. "float64" runs inside JAX's scoped x64 mode; the global
+        JAX setting is never changed."""
+
+
+def _x64_scope(dtype: str):
+    return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
+
+
+class _BaseBONG(BaseEstimator):
+    """Shared machinery of :class:`BONGClassifier` and :class:`BONGRegressor`."""
+
+    _parameter_constraints: dict = {
+        "hidden_layer_sizes": [tuple, list],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "family": [StrOptions(set(FAMILIES))],
+        "rank": [Interval(Integral, 1, None, closed="left")],
+        "algorithm": [StrOptions(set(ALGORITHMS))],
+        "hessian": [StrOptions(set(HESSIANS))],
+        "sigma0": [Interval(Real, 0, None, closed="neither")],
+        "dynamics_decay": [Interval(Real, 0, None, closed="neither")],
+        "process_noise": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "shuffle": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "dtype": [StrOptions({"float32", "float64"})],
+    }
+
+    _likelihood: str  # set by subclasses
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(50,),
+        activation="relu",
+        family="dlr",
+        rank=10,
+        algorithm="bong",
+        hessian="lin_hess",
+        sigma0=0.3,
+        dynamics_decay=1.0,
+        process_noise=0.0,
+        max_iter=1,
+        batch_size=1,
+        shuffle=True,
+        random_state=None,
+        verbose=0,
+        dtype="float32",
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.family = family
+        self.rank = rank
+        self.algorithm = algorithm
+        self.hessian = hessian
+        self.sigma0 = sigma0
+        self.dynamics_decay = dynamics_decay
+        self.process_noise = process_noise
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.verbose = verbose
+        self.dtype = dtype
+
+    # ----------------------------------------------------------------- structure
+    def _model_spec(self, n_features: int, n_outputs: int) -> MLPSpec:
+        sizes = tuple(int(h) for h in self.hidden_layer_sizes)
+        if any(h < 1 for h in sizes):
+            raise ValueError(f"hidden_layer_sizes must hold positive integers, got {self.hidden_layer_sizes!r}.")
+        return MLPSpec(n_features, sizes, n_outputs, self.activation)
+
+    def _config(self, spec: MLPSpec):
+        # make_config raises a clear ValueError for names that are not available.
+        return make_config(spec.apply, self._likelihood, self.family, self.rank, self.algorithm, self.hessian)
+
+    # ------------------------------------------------------------------ fitting
+    def _fit_stream(self, X, Y, *, reset: bool, n_passes: int, obs_noise: np.ndarray, shuffle: bool) -> None:
+        """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
+
+        Every check that can fail runs before the first attribute is written, so a
+        failed call leaves the estimator as it was.
+        """
+        rng = check_random_state(self.random_state)
+        n_features = X.shape[1]
+        with _x64_scope(self.dtype):
+            spec = self._model_spec(n_features, Y.shape[1])
+            config = self._config(spec)
+            if reset:
+                seed = int(rng.randint(np.iinfo(np.int32).max))
+                mean0 = jnp.asarray(spec.init_params(seed), self.dtype)
+                state = config.family.init(mean0, jnp.asarray(self.sigma0, self.dtype))
+                n_seen = 0
+            else:
+                seed = self._seed
+                state = jax.tree_util.tree_map(jnp.asarray, self.posterior_)
+                n_seen = self.t_
+            key = jax.random.PRNGKey(seed)
+            hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise)
+            for epoch in range(n_passes):
+                start = time.perf_counter()
+                order = rng.permutation(X.shape[0]) if shuffle else None
+                xs, ys = (X, Y) if order is None else (X[order], Y[order])
+                state = run_filter(config, state, xs, ys, hyper, self.batch_size, key, n_seen)
+                n_seen += X.shape[0]
+                if self.verbose:
+                    print(f"-- pass {epoch + 1}: {X.shape[0]} observations, {time.perf_counter() - start:.2f} s")
+            valid = bool(config.family.is_valid(state))
+        if not valid:
+            raise FloatingPointError(
+                f"The {self.family!r} posterior became invalid (non-finite, or a variance "
+                "not positive) during the update; the "
+                "estimator keeps its previous state. Moment-parameter families lose "
+                "positive definiteness when sigma0^2 times the curvature exceeds 1: "
+                "lower sigma0, scale the inputs, or use family='fc', 'diag' or 'dlr'."
+            )
+        self._seed = seed
+        self._spec = spec
+        self.posterior_ = state
+        self.t_ = n_seen
+        self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
+
+    def _predict_outputs(self, X):
+        check_is_fitted(self, "posterior_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        with _x64_scope(self.dtype):
+            config = self._config(self._spec)
+            mean = jnp.asarray(self.posterior_[0])
+            f, h = predict_outputs(config, mean, X.astype(self.dtype, copy=False))
+        return f.astype(np.float64), h.astype(np.float64)
+
+    # -------------------------------------------------------------- persistence
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        if "posterior_" in state:
+            # Plain numpy arrays: a model fitted on GPU loads anywhere.
+            posterior = state["posterior_"]
+            state["posterior_"] = type(posterior)(*(np.asarray(leaf) for leaf in posterior))
+        return state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class BONGClassifier(ClassifierMixin, _BaseBONG):
+    __doc__ = (
+        """Online Bayesian neural-network classifier (BONG, LO-FI, CM-EKF, VD-EKF).
+
+    Keeps a Gaussian posterior over the weights of an MLP with a softmax output and
+    updates it one observation (or ``batch_size`` observations) at a time with the
+    Bayesian online natural-gradient update of Jones, Chang and Murphy (2024).
+
+    Parameters
+    ----------"""
+        + _SHARED_PARAMS_DOC
+        + """
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    posterior_ : NamedTuple
+        Belief state of the family (``skbong.core.FullCovState``, ``DiagState`` or
+        ``DLRState``); its first field is the posterior mean of the flat weights.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``, when ``X`` has string column names.
+    n_iter_ : int
+        Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
+    t_ : int
+        Number of observations absorbed into the posterior.
+
+    See Also
+    --------
+    BONGRegressor : The same filter with a Gaussian likelihood.
+    sklearn.linear_model.SGDClassifier : Point estimate by stochastic gradient descent.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_digits
+    >>> from skbong import BONGClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> clf = BONGClassifier(random_state=0).fit(X[:1500] / 16, y[:1500])
+    >>> clf.score(X[1500:] / 16, y[1500:]) > 0.8
+    True
+    """
+    )
+
+    _likelihood = "categorical"
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit from the prior with ``max_iter`` passes over ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : BONGClassifier
+        """
+        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        classes = np.unique(y)
+        self._check_two_classes(classes)
+        Y = self._one_hot(y, classes)
+        self._fit_stream(X, Y, reset=True, n_passes=self.max_iter, obs_noise=np.ones(1), shuffle=self.shuffle)
+        self.classes_ = classes
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
+        """Update the posterior with ``(X, y)``, in order, from its current state.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        classes : array-like of shape (n_classes,), default=None
+            All labels the stream can contain. Required on the first call, and must
+            equal ``classes_`` afterwards.
+
+        Returns
+        -------
+        self : BONGClassifier
+        """
+        first_call = not hasattr(self, "posterior_")
+        X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32])
+        check_classification_targets(y)
+        if first_call:
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit.")
+            classes = np.unique(np.asarray(classes))
+            self._check_two_classes(classes)
+        else:
+            if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+                raise ValueError(
+                    f"`classes={classes!r}` is not the same as on the first call to partial_fit "
+                    f"({self.classes_!r})."
+                )
+            classes = self.classes_
+        Y = self._one_hot(y, classes)
+        # obs_noise is unused by the categorical likelihood.
+        self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=np.ones(1), shuffle=False)
+        self.classes_ = classes
+        return self
+
+    def predict_proba(self, X):
+        """Class probabilities at the posterior mean (plug-in predictive).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        return np.exp(self.predict_log_proba(X))
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+        """
+        f, _ = self._predict_outputs(X)
+        shifted = f - f.max(axis=1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+    def predict(self, X):
+        """Most probable class under :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        f, _ = self._predict_outputs(X)
+        return self.classes_[np.argmax(f, axis=1)]
+
+    @staticmethod
+    def _check_two_classes(classes: np.ndarray) -> None:
+        if classes.shape[0] < 2:
+            raise ValueError(
+                "BONGClassifier needs samples of at least 2 classes, but the data contain "
+                f"only one class: {classes[0]!r}."
+            )
+
+    @staticmethod
+    def _one_hot(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
+        unknown = np.setdiff1d(y, classes)
+        if unknown.size:
+            raise ValueError(f"y contains labels {unknown!r} that are not in classes {classes!r}.")
+        return np.eye(classes.shape[0])[np.searchsorted(classes, y)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+class BONGRegressor(RegressorMixin, _BaseBONG):
+    __doc__ = (
+        """Online Bayesian neural-network regressor (BONG, LO-FI, CM-EKF, VD-EKF).
+
+    Keeps a Gaussian posterior over the weights of an MLP with a Gaussian likelihood
+    ``y ~ N(f(x; theta), R)`` and updates it one observation (or ``batch_size``
+    observations) at a time with the Bayesian online natural-gradient update.
+    Multi-output targets are supported.
+
+    Parameters
+    ----------
+    obs_noise : "auto" or float, default="auto"
+        Observation variance ``R`` (per output). "auto" sets
+        ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
+        ``partial_fit`` call, the empirical-Bayes choice of the BONG paper's
+        experiments (Sec. 5, "R_t = 0.1 Var(y_{1:T})"); when that call holds fewer than
+        two distinct targets, ``R = 0.1``. The value used is stored in ``obs_noise_``."""
+        + _SHARED_PARAMS_DOC
+        + """
+
+    Attributes
+    ----------
+    posterior_ : NamedTuple
+        Belief state of the family; its first field is the posterior mean.
+    obs_noise_ : ndarray of shape (n_outputs,)
+        Observation variance used.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit``, when ``X`` has string column names.
+    n_iter_ : int
+        Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
+    t_ : int
+        Number of observations absorbed into the posterior.
+
+    See Also
+    --------
+    BONGClassifier : The same filter with a softmax likelihood.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_diabetes
+    >>> from sklearn.preprocessing import scale
+    >>> from skbong import BONGRegressor
+    >>> X, y = load_diabetes(return_X_y=True)
+    >>> reg = BONGRegressor(random_state=0).fit(scale(X[:350]), scale(y[:350]))
+    """
+    )
+
+    _parameter_constraints: dict = {
+        **_BaseBONG._parameter_constraints,
+        "obs_noise": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    }
+    _likelihood = "gaussian"
+
+    def __init__(
+        self,
+        obs_noise="auto",
+        hidden_layer_sizes=(50,),
+        activation="relu",
+        family="dlr",
+        rank=10,
+        algorithm="bong",
+        hessian="lin_hess",
+        sigma0=0.3,
+        dynamics_decay=1.0,
+        process_noise=0.0,
+        max_iter=1,
+        batch_size=1,
+        shuffle=True,
+        random_state=None,
+        verbose=0,
+        dtype="float32",
+    ):
+        super().__init__(
+            hidden_layer_sizes=hidden_layer_sizes,
+            activation=activation,
+            family=family,
+            rank=rank,
+            algorithm=algorithm,
+            hessian=hessian,
+            sigma0=sigma0,
+            dynamics_decay=dynamics_decay,
+            process_noise=process_noise,
+            max_iter=max_iter,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            random_state=random_state,
+            verbose=verbose,
+            dtype=dtype,
+        )
+        self.obs_noise = obs_noise
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit from the prior with ``max_iter`` passes over ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self : BONGRegressor
+        """
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+        Y = self._as_matrix(y)
+        obs_noise = self._initial_obs_noise(Y)
+        self._fit_stream(X, Y, reset=True, n_passes=self.max_iter, obs_noise=obs_noise, shuffle=self.shuffle)
+        self.obs_noise_ = obs_noise
+        self._y_is_1d = y.ndim == 1
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y):
+        """Update the posterior with ``(X, y)``, in order, from its current state.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self : BONGRegressor
+        """
+        first_call = not hasattr(self, "posterior_")
+        X, y = validate_data(self, X, y, reset=first_call, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+        Y = self._as_matrix(y)
+        if not first_call and Y.shape[1] != self.obs_noise_.shape[0]:
+            raise ValueError(
+                f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
+            )
+        obs_noise = self._initial_obs_noise(Y) if first_call else self.obs_noise_
+        self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=obs_noise, shuffle=False)
+        self.obs_noise_ = obs_noise
+        self._y_is_1d = y.ndim == 1
+        return self
+
+    def predict(self, X):
+        """Predictive mean at the posterior mean of the weights.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        _, h = self._predict_outputs(X)
+        return h[:, 0] if self._y_is_1d else h
+
+    @staticmethod
+    def _as_matrix(y: np.ndarray) -> np.ndarray:
+        return np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+
+    def _initial_obs_noise(self, Y: np.ndarray) -> np.ndarray:
+        if self.obs_noise != "auto":
+            return np.full(Y.shape[1], float(self.obs_noise))
+        var = Y.var(axis=0)
+        return np.where(var > 0, 0.1 * var, 0.1)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

@@ -1,0 +1,56 @@
+"""Compiled code is shared by structure and never rebuilt for hyperparameters or batch lengths."""
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+
+from skbong import BONGClassifier, BONGRegressor
+from skbong.core import trace_count
+
+
+def _digits(n):
+    X, y = load_digits(return_X_y=True)
+    return X[:n] / 16, y[:n]
+
+
+def test_partial_fit_chunks_equal_one_call_and_do_not_recompile():
+    X, y = _digits(41 + 41)
+    classes = np.unique(y)
+    whole = BONGClassifier(random_state=0).partial_fit(X[:41], y[:41], classes=classes)
+    pieces = BONGClassifier(random_state=0)
+    for rows in (slice(0, 1), slice(1, 8), slice(8, 41)):
+        pieces.partial_fit(X[rows], y[rows], classes=classes)
+    for a, b in zip(pieces.posterior_, whole.posterior_):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+    assert pieces.t_ == whole.t_ == 41
+
+    # The buckets for 1, 7 and 33 steps are compiled now; new lengths reuse them.
+    before = trace_count("filter")
+    for rows in (slice(41, 43), slice(43, 48), slice(48, 60), slice(60, 82)):
+        pieces.partial_fit(X[rows], y[rows])
+    assert trace_count("filter") == before
+
+
+def test_new_sigma0_and_clones_do_not_recompile():
+    X, y = _digits(300)
+    BONGClassifier(random_state=0).fit(X, y).predict(X)
+    before = trace_count()
+    est = BONGClassifier(sigma0=0.05, random_state=1).fit(X, y)
+    clone(est).set_params(sigma0=2.0, dynamics_decay=0.99, process_noise=1e-4).fit(X, y).predict_proba(X)
+    assert trace_count() == before
+
+
+def test_regressor_obs_noise_does_not_recompile():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(50, 4)), rng.normal(size=50)
+    BONGRegressor(random_state=0).fit(X, y)
+    before = trace_count()
+    BONGRegressor(obs_noise=0.5, sigma0=0.1, random_state=0).fit(X, y)
+    assert trace_count() == before
+
+
+def test_structure_change_does_compile():
+    X, y = _digits(20)
+    before = trace_count("filter")
+    BONGClassifier(rank=4, random_state=0).fit(X, y)
+    assert trace_count("filter") == before + 1

@@ -1,18 +1,34 @@
 """Estimators of the expected gradient and Hessian of the log-likelihood (BONG Sec. 4).
 
-An estimator returns ``(g, G)`` for a batch of observations, in the cheapest exact form:
-:class:`LowRankCurvature` stands for ``G = -U U^T`` with a ``P x K`` root ``U``.
+An estimator returns ``(g, G)`` for a batch of observations (the sum of the rows'
+log-likelihoods) in the cheapest exact form:
+
+* :class:`LowRankCurvature` ``G = -U U^T`` with a ``P x K`` factor (LIN-HESS, LIN-EF, MC-EF);
+* :class:`DenseCurvature` a ``P x P`` matrix (MC-HESS for the full-covariance families);
+* :class:`DiagonalCurvature` its diagonal only (MC-HESS for the diagonal families).
+
+Every estimator has the same signature, so the filter treats them alike; the stochastic
+ones draw from the current belief with ``family.sample``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Union
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["LowRankCurvature", "LinearizedHessian"]
+__all__ = [
+    "Curvature",
+    "LowRankCurvature",
+    "DenseCurvature",
+    "DiagonalCurvature",
+    "LinearizedHessian",
+    "LinearizedEF",
+    "MonteCarloHessian",
+    "MonteCarloEF",
+]
 
 
 class LowRankCurvature(NamedTuple):
@@ -21,37 +37,83 @@ class LowRankCurvature(NamedTuple):
     grad: jax.Array  # (P,)
     root: jax.Array  # (P, K)
 
+    def matrix(self) -> jax.Array:
+        """Dense ``G``."""
+        return -self.root @ self.root.T
+
+    def diagonal(self) -> jax.Array:
+        """``diag(G)`` in ``O(K P)``."""
+        return -jnp.sum(self.root**2, axis=1)
+
+
+class DenseCurvature(NamedTuple):
+    """Expected gradient and a dense expected Hessian ``hessian`` (P, P)."""
+
+    grad: jax.Array
+    hessian: jax.Array
+
+    def matrix(self) -> jax.Array:
+        """Dense ``G``."""
+        return self.hessian
+
+    def diagonal(self) -> jax.Array:
+        """``diag(G)``."""
+        return jnp.diag(self.hessian)
+
+
+class DiagonalCurvature(NamedTuple):
+    """Expected gradient and the diagonal ``hessian_diag`` (P,) of the expected Hessian."""
+
+    grad: jax.Array
+    hessian_diag: jax.Array
+
+    def diagonal(self) -> jax.Array:
+        """``diag(G)``."""
+        return self.hessian_diag
+
+
+Curvature = Union[LowRankCurvature, DenseCurvature, DiagonalCurvature]
+
+
+def _row_log_likelihoods(apply_fn, likelihood, x, y, mask, obs_noise):
+    """``theta -> (B,)`` log-likelihood of each row, zero for masked rows."""
+
+    def rows(theta):
+        f = apply_fn(theta, x)
+        logp = jax.vmap(likelihood.log_prob, in_axes=(0, 0, None))(f, y, obs_noise)
+        return jnp.where(mask, logp, 0.0)
+
+    return rows
+
+
+def _per_row_grads(apply_fn, likelihood, theta, x, y, mask, obs_noise):
+    """Per-row gradients ``(B, P)`` by one reverse pass with ``B`` cotangents."""
+    rows = _row_log_likelihoods(apply_fn, likelihood, x, y, mask, obs_noise)
+    _, vjp_fn = jax.vjp(rows, theta)
+    (grads,) = jax.vmap(vjp_fn)(jnp.eye(x.shape[0], dtype=theta.dtype))
+    return grads
+
 
 @dataclass(frozen=True)
 class LinearizedHessian:
-    """LIN-HESS (BONG Prop. 4.2): linearise the mean function at ``mu``.
+    """LIN-HESS (BONG Prop. 4.2): linearise the network at the mean ``mu``.
 
-    For a batch ``x`` (rows ``b``) with Jacobians ``J_b = d f(x_b, mu) / d theta``,
-
-    ``g = sum_b J_b^T r_b``, ``G = -sum_b J_b^T L_b L_b^T J_b``
-
-    where ``r_b`` and ``L_b`` are the likelihood's score and Hessian root at
-    ``f(x_b, mu)``. For a Gaussian this is ``g = H^T R^{-1} (y - yhat)``,
-    ``G = -H^T R^{-1} H`` (BONG Eqs. 126-127); for a categorical it is the same
-    expression with ``R^{-1}`` read as a pseudo-inverse (LO-FI footnote 2).
-    ``U = [J_1^T L_1, ..., J_B^T L_B]`` comes from ``B C`` vector-Jacobian products,
-    as cheap as one reverse-mode Jacobian; no ``P x P`` matrix is formed.
+    For rows ``b`` with Jacobians ``J_b = d f(x_b, mu) / d theta``:
+    ``g = sum_b J_b^T r_b`` and ``G = -sum_b J_b^T L_b L_b^T J_b``, where ``r_b`` and
+    ``L_b`` are the likelihood's score and Hessian root at ``f(x_b, mu)``. For a Gaussian
+    this is ``g = H^T R^{-1} (y - yhat)``, ``G = -H^T R^{-1} H`` (Eqs. 21-22, 126-127); for
+    a categorical it is the same with ``R^{-1}`` read as a pseudo-inverse (LO-FI
+    footnote 2). ``U = [J_1^T L_1, ..., J_B^T L_B]`` comes from ``B C`` vector-Jacobian
+    products; no ``P x P`` matrix is formed.
     """
 
     name = "lin_hess"
+    stochastic = False
 
-    def __call__(
-        self,
-        apply_fn: Callable[[jax.Array, jax.Array], jax.Array],
-        likelihood,
-        mean: jax.Array,
-        x: jax.Array,
-        y: jax.Array,
-        mask: jax.Array,
-        obs_noise: jax.Array,
-    ) -> LowRankCurvature:
-        """Curvature for a batch ``x`` ``(B, D)``, ``y`` ``(B, C)``; rows with ``mask=False`` count zero."""
-        f, vjp_fn = jax.vjp(lambda theta: apply_fn(theta, x), mean)  # f: (B, C)
+    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key) -> LowRankCurvature:
+        """Curvature of a batch ``x`` (B, D), ``y`` (B, C); masked rows count zero."""
+        del family, key
+        f, vjp_fn = jax.vjp(lambda theta: apply_fn(theta, x), state.mean)  # f: (B, C)
         weight = mask.astype(f.dtype)
         score = jax.vmap(likelihood.score, in_axes=(0, 0, None))(f, y, obs_noise)
         (grad,) = vjp_fn(score * weight[:, None])
@@ -62,3 +124,69 @@ class LinearizedHessian:
         cotangents = jnp.einsum("bcj,bd->bjdc", roots, jnp.eye(b, dtype=f.dtype))
         (root,) = jax.vmap(vjp_fn)(cotangents.reshape(b * k, b, c))
         return LowRankCurvature(grad, root.T)
+
+
+@dataclass(frozen=True)
+class LinearizedEF:
+    """LIN-EF (BONG Eqs. 27-28): ``g`` as LIN-HESS, ``G = -g g^T``, Jacobian-free.
+
+    With a batch, each row contributes its own outer product,
+    ``G = -sum_b g_b g_b^T`` (the empirical Fisher of the summed log-likelihood); with
+    one row per step this is Eq. 28.
+    """
+
+    name = "lin_ef"
+    stochastic = False
+
+    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key) -> LowRankCurvature:
+        """Curvature of a batch; masked rows count zero."""
+        del family, key
+        # At theta = mu the gradient of log p(y | f(x, theta)) is J^T r = g^LIN (Eq. 27).
+        grads = _per_row_grads(apply_fn, likelihood, state.mean, x, y, mask, obs_noise)  # (B, P)
+        return LowRankCurvature(grads.sum(0), grads.T)
+
+
+@dataclass(frozen=True)
+class MonteCarloEF:
+    """MC-EF (BONG Eqs. 11, 26): ``M`` draws ``theta_m ~ q``; ``g`` the mean gradient and
+    ``G = -(1 / M) sum_m g_m g_m^T`` (per row with a batch)."""
+
+    n_samples: int
+    name = "mc_ef"
+    stochastic = True
+
+    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key) -> LowRankCurvature:
+        """Curvature of a batch from ``n_samples`` draws of the belief ``state``."""
+        thetas = family.sample(state, key, self.n_samples)  # (M, P)
+        grads = jax.vmap(lambda theta: _per_row_grads(apply_fn, likelihood, theta, x, y, mask, obs_noise))(thetas)
+        grad = grads.sum(1).mean(0)
+        root = grads.reshape(-1, grads.shape[-1]).T / jnp.sqrt(self.n_samples).astype(grads.dtype)
+        return LowRankCurvature(grad, root)
+
+
+@dataclass(frozen=True)
+class MonteCarloHessian:
+    """MC-HESS (BONG Eqs. 11-12): mean gradient and mean Hessian over ``M`` draws.
+
+    Full-covariance families get the dense ``P x P`` mean Hessian. Diagonal families get
+    its diagonal by Hutchinson's estimator (BONG E.3), one Rademacher probe ``z`` per
+    draw: ``diag(G) ~ (1 / M) sum_m z_m * (H(theta_m) z_m)``, with Hessian-vector
+    products, unbiased and ``O(M P)`` per step.
+    """
+
+    n_samples: int
+    name = "mc_hess"
+    stochastic = True
+
+    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key):
+        """Curvature of a batch from ``n_samples`` draws of the belief ``state``."""
+        sample_key, probe_key = jax.random.split(key)
+        thetas = family.sample(state, sample_key, self.n_samples)
+        rows = _row_log_likelihoods(apply_fn, likelihood, x, y, mask, obs_noise)
+        total = lambda theta: jnp.sum(rows(theta))  # noqa: E731
+        grad = jax.vmap(jax.grad(total))(thetas).mean(0)
+        if family.diagonal:
+            probes = jax.random.rademacher(probe_key, thetas.shape, thetas.dtype)
+            hvp = jax.vmap(lambda theta, z: jax.jvp(jax.grad(total), (theta,), (z,))[1])(thetas, probes)
+            return DiagonalCurvature(grad, jnp.mean(probes * hvp, axis=0))
+        return DenseCurvature(grad, jax.vmap(jax.hessian(total))(thetas).mean(0))

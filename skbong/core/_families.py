@@ -1,20 +1,37 @@
-"""Gaussian variational families: belief states, prior, predict step and BONG step.
+"""Gaussian variational families: belief states, prior, predict step and update steps.
 
 Five final classes, one per family of the BONG paper (Sec. 3, Appendix E):
 
 ========================  =====================  ==========================================
-name                      state                  parameters updated by natural gradient
+name                      state                  coordinates ``psi`` of the steps
 ========================  =====================  ==========================================
-``FullCovariance``        ``FullCovState``       natural (precision, precision-mean)
+``FullCovariance``        ``FullCovState``       natural (precision-mean, precision)
 ``FullCovarianceMoment``  ``FullCovState``       moment (mean, covariance)
 ``Diagonal``              ``DiagState``          natural (diagonal precision)
 ``DiagonalMoment``        ``DiagState``          moment (diagonal variance)
-``DiagonalLowRank``       ``DLRState``           precision ``Upsilon + W W^T`` (LO-FI)
+``DiagonalLowRank``       ``DLRState``           ``(mu, Upsilon, W)``, precision ``Upsilon + W W^T``
 ========================  =====================  ==========================================
 
-Every BONG step consumes a :class:`~skbong.core.LowRankCurvature` ``(g, U)`` that stands
-for the expected gradient ``g`` and expected Hessian ``G = -U U^T``, so no ``P x P``
-matrix is formed for the diagonal and low-rank families.
+Each family takes two kinds of step on the objective ``l = E_q[log p(y | theta)]``
+(BONG, BOG) or ``l = E_q[log p(y | theta)] - KL(q || q_prior)`` (BLR, BBB), whose
+gradients with respect to ``(mu, Sigma)`` are (Bonnet and Price; BONG Eqs. 149-152)
+
+``grad_mu l = g - [KL] Sigma_prior^{-1} (mu - mu_prior)`` and
+``grad_Sigma l = G / 2 - [KL] (Sigma_prior^{-1} - Sigma^{-1}) / 2``:
+
+* ``natural_step``: ``psi += lr F^{-1} grad_psi l``. In natural coordinates this is
+  ``psi += lr grad_rho l`` with ``rho`` the dual (expectation) coordinates (BONG Sec. 3);
+  in moment coordinates it uses the Fisher of Eq. 166.
+* ``plain_step``: ``psi += lr grad_psi l`` in the family's own coordinates (Eqs. 29, 32).
+
+For a full matrix the gradient is taken with respect to a *symmetric* matrix (the
+symmetric part of the free-entry gradient). The printed Eqs. 140, 142, 146 and 148 keep
+the non-symmetric term ``Sigma g mu^T``; its symmetric part is used here so that the
+precision stays symmetric.
+
+The curvature ``G`` arrives as a value from :mod:`skbong.core._curvature` (low-rank
+factor, dense or diagonal); the diagonal and low-rank families never form a ``P x P``
+matrix.
 """
 
 from __future__ import annotations
@@ -26,7 +43,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from ._curvature import LowRankCurvature
+from ._curvature import Curvature, LowRankCurvature
 
 __all__ = [
     "FullCovState",
@@ -100,11 +117,113 @@ def _diag_sample(state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
     return state.mean + z * jnp.sqrt(state.var)
 
 
+class _Dense:
+    """Matrix algebra of the full-covariance families."""
+
+    inv = staticmethod(jnp.linalg.inv)
+
+    @staticmethod
+    def dot(a, b):
+        return a @ b
+
+    @staticmethod
+    def sym_outer(a, b):
+        return 0.5 * (jnp.outer(a, b) + jnp.outer(b, a))
+
+    @staticmethod
+    def curvature(curv: Curvature):
+        return curv.matrix()
+
+
+class _Elementwise:
+    """The same algebra for diagonal matrices stored as vectors."""
+
+    @staticmethod
+    def inv(a):
+        return 1.0 / a
+
+    @staticmethod
+    def dot(a, b):
+        return a * b
+
+    @staticmethod
+    def sym_outer(a, b):
+        return a * b
+
+    @staticmethod
+    def curvature(curv: Curvature):
+        return curv.diagonal()
+
+
+def _objective_grads(ops, state, prior, curv: Curvature, with_kl: bool):
+    """``(grad_mu l, grad_Sigma l)``, BONG Eqs. 102-105, 149-152, 188-189."""
+    (mean, cov), (prior_mean, prior_cov) = state, prior
+    grad_mean = curv.grad
+    grad_cov = 0.5 * ops.curvature(curv)
+    if with_kl:
+        prior_prec = ops.inv(prior_cov)
+        grad_mean = grad_mean - ops.dot(prior_prec, mean - prior_mean)
+        grad_cov = grad_cov - 0.5 * (prior_prec - ops.inv(cov))
+    return grad_mean, grad_cov
+
+
+def _natural_coords_ngd(ops, state, grad_mean, grad_cov, lr):
+    # grad_rho1 = grad_mu - 2 grad_Sigma mu, grad_rho2 = grad_Sigma (Eqs. 106-111), so
+    # precision' = precision - 2 lr grad_Sigma and precision' mu' = precision' mu + lr grad_mu
+    # (Eqs. 118-119, 133-134, 210-211, 226-227).
+    mean, cov = state
+    cov_new = ops.inv(ops.inv(cov) - 2 * lr * grad_cov)
+    return type(state)(mean + lr * ops.dot(cov_new, grad_mean), cov_new)
+
+
+def _natural_coords_gd(ops, state, grad_mean, grad_cov, lr):
+    # grad_psi1 = Sigma grad_mu, grad_psi2 = 2 sym(Sigma grad_mu mu^T) + 2 Sigma grad_Sigma Sigma
+    # (Eqs. 112-113, 200-203); precision = -2 psi2 and mu = precision^{-1} psi1
+    # (Eqs. 139-140, 145-146, 218-219, 234-235).
+    mean, cov = state
+    prec = ops.inv(cov)
+    cov_grad_mean = ops.dot(cov, grad_mean)
+    grad_psi2 = 2 * ops.sym_outer(cov_grad_mean, mean) + 2 * ops.dot(ops.dot(cov, grad_cov), cov)
+    cov_new = ops.inv(prec - 2 * lr * grad_psi2)
+    return type(state)(ops.dot(cov_new, ops.dot(prec, mean) + lr * cov_grad_mean), cov_new)
+
+
+def _moment_coords_ngd(ops, state, grad_mean, grad_cov, lr):
+    # The Fisher of (mu, Sigma) is blockdiag(Sigma^{-1}, (Sigma^{-1} kron Sigma^{-1}) / 2),
+    # Eq. 166 (Eqs. 167-172, 246-253).
+    mean, cov = state
+    return type(state)(mean + lr * ops.dot(cov, grad_mean), cov + 2 * lr * ops.dot(ops.dot(cov, grad_cov), cov))
+
+
+def _moment_coords_gd(ops, state, grad_mean, grad_cov, lr):
+    # Eqs. 173-182, 254-261.
+    mean, cov = state
+    return type(state)(mean + lr * grad_mean, cov + lr * grad_cov)
+
+
 @dataclass(frozen=True)
-class FullCovariance:
-    """Full covariance, natural parameters (FC). BONG-LIN-HESS here is CM-EKF."""
+class _GaussianFamily:
+    """Shared body of the four full/diagonal families; subclasses fix the algebra."""
+
+    def natural_step(self, state, prior, curv: Curvature, lr, with_kl: bool):
+        """Natural-gradient step ``psi += lr F^{-1} grad_psi l`` (BONG Eqs. 3, 30)."""
+        return self._ngd(self._ops, state, *_objective_grads(self._ops, state, prior, curv, with_kl), lr)
+
+    def plain_step(self, state, prior, curv: Curvature, lr, with_kl: bool):
+        """Gradient step ``psi += lr grad_psi l`` in the family's coordinates (Eqs. 29, 32)."""
+        return self._gd(self._ops, state, *_objective_grads(self._ops, state, prior, curv, with_kl), lr)
+
+
+@dataclass(frozen=True)
+class FullCovariance(_GaussianFamily):
+    """Full covariance, natural parameters (FC).
+
+    BONG-LIN-HESS here is CM-EKF; BONG-MC-HESS is explicit R-VGA (BONG Eqs. 118-119).
+    """
 
     name = "fc"
+    diagonal = False
+    _ops, _ngd, _gd = _Dense, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
 
     def init(self, mean0: jax.Array, sigma0: jax.Array) -> FullCovState:
         """Prior ``N(mean0, sigma0^2 I)``."""
@@ -115,26 +234,32 @@ class FullCovariance:
         return _full_predict(state, decay, process_noise)
 
     def is_valid(self, state: FullCovState) -> jax.Array:
-        """Whether the belief is finite with positive variances (moment steps can break this)."""
+        """Whether the belief is finite with positive variances."""
         return _full_valid(state)
 
     def sample(self, state: FullCovState, key: jax.Array, n_samples: int) -> jax.Array:
         """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
         return _full_sample(state, key, n_samples)
 
-    def natural_step(self, state: FullCovState, curv: LowRankCurvature) -> FullCovState:
-        """BONG step, BONG Eqs. 118-119: ``Sigma'^{-1} = Sigma^{-1} - G``, ``mu' = mu + Sigma' g``.
+    def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
+        """Natural-gradient step: BONG Eqs. 118-119 (``lr = 1``, no KL), BLR Eqs. 133-134.
 
-        With ``G = -U U^T`` the Woodbury identity gives the Kalman form of Eqs. 128-130,
-        ``Sigma' = Sigma - S (I + U^T S)^{-1} S^T`` with ``S = Sigma U``, in ``O(K P^2)``.
+        ``precision' = (1 - lr) precision + lr precision_prior - lr G`` with the KL term
+        (``precision - lr G`` without) and ``mu' = mu + lr Sigma' grad_mu l``. Without the
+        KL term and with ``G = -U U^T`` the Woodbury (Kalman) form of Eqs. 126-130 costs
+        ``O(K P^2)``: ``Sigma' = Sigma - S (I / lr + U^T S)^{-1} S^T``, ``S = Sigma U``.
+        Otherwise the step inverts ``P x P`` matrices, ``O(P^3)`` (E.1.3).
         """
-        s = state.cov @ curv.root
-        gram = jnp.eye(s.shape[1], dtype=s.dtype) + curv.root.T @ s
-        # S (I + U^T S)^{-1} S^T = A A^T with A = S L^{-T}, L L^T = I + U^T S: the
-        # subtracted term is symmetric by construction, so no P x P transpose is needed.
+        if not (isinstance(curv, LowRankCurvature) and not with_kl):
+            return super().natural_step(state, prior, curv, lr, with_kl)
+        root = jnp.sqrt(lr) * curv.root
+        s = state.cov @ root
+        gram = jnp.eye(s.shape[1], dtype=s.dtype) + root.T @ s
+        # The subtracted term is A A^T with A = S L^{-T}, L L^T = gram: symmetric by
+        # construction, so no P x P transpose is needed.
         a = solve_triangular(jnp.linalg.cholesky(gram), s.T, lower=True).T
         cov = state.cov - a @ a.T
-        return FullCovState(state.mean + cov @ curv.grad, cov)
+        return FullCovState(state.mean + lr * (cov @ curv.grad), cov)
 
     def covariance(self, state: FullCovState) -> jax.Array:
         """Dense ``Sigma``."""
@@ -142,10 +267,17 @@ class FullCovariance:
 
 
 @dataclass(frozen=True)
-class FullCovarianceMoment:
-    """Full covariance, moment parameters (FC_MOM)."""
+class FullCovarianceMoment(_GaussianFamily):
+    """Full covariance, moment parameters (FC_MOM).
+
+    The BONG step (Eqs. 167-168) is the Kalman step without the ``H Sigma H^T`` term of
+    the innovation covariance (E.2.1); it keeps ``Sigma`` positive definite only while
+    ``U^T Sigma U < I``.
+    """
 
     name = "fc_mom"
+    diagonal = False
+    _ops, _ngd, _gd = _Dense, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
 
     def init(self, mean0: jax.Array, sigma0: jax.Array) -> FullCovState:
         """Prior ``N(mean0, sigma0^2 I)``."""
@@ -163,15 +295,17 @@ class FullCovarianceMoment:
         """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
         return _full_sample(state, key, n_samples)
 
-    def natural_step(self, state: FullCovState, curv: LowRankCurvature) -> FullCovState:
-        """BONG step in moment coordinates, BONG Eqs. 167-168.
+    def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
+        """Natural-gradient step in moment coordinates: BONG Eqs. 167-168, BLR Eqs. 171-172.
 
-        ``mu' = mu + Sigma g`` and ``Sigma' = Sigma + Sigma G Sigma = Sigma - S S^T`` with
-        ``S = Sigma U``. Unlike Eq. 119 this drops the ``U^T Sigma U`` term of the Kalman
-        gain (Appendix E.2.1), so it over-shrinks the covariance.
+        ``mu' = mu + lr Sigma grad_mu l``, ``Sigma' = Sigma + 2 lr Sigma grad_Sigma l Sigma``;
+        for BONG with ``G = -U U^T`` this is ``Sigma - lr S S^T``, ``S = Sigma U``, in
+        ``O(K P^2)`` without forming ``G``.
         """
+        if not (isinstance(curv, LowRankCurvature) and not with_kl):
+            return super().natural_step(state, prior, curv, lr, with_kl)
         s = state.cov @ curv.root
-        return FullCovState(state.mean + state.cov @ curv.grad, state.cov - s @ s.T)
+        return FullCovState(state.mean + lr * (state.cov @ curv.grad), state.cov - lr * (s @ s.T))
 
     def covariance(self, state: FullCovState) -> jax.Array:
         """Dense ``Sigma``."""
@@ -179,10 +313,16 @@ class FullCovarianceMoment:
 
 
 @dataclass(frozen=True)
-class Diagonal:
-    """Diagonal covariance, natural parameters (DIAG). BONG-LIN-HESS here is VD-EKF."""
+class Diagonal(_GaussianFamily):
+    """Diagonal covariance, natural parameters (DIAG).
+
+    BONG-LIN-HESS here is VD-EKF (Eqs. 212-213); BLR-MC-EF is VON (E.3.3).
+    """
 
     name = "diag"
+    #: MC-HESS gives this family the diagonal of the Hessian (Hutchinson), not a matrix.
+    diagonal = True
+    _ops, _ngd, _gd = _Elementwise, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
 
     def init(self, mean0: jax.Array, sigma0: jax.Array) -> DiagState:
         """Prior ``N(mean0, sigma0^2 I)``."""
@@ -193,21 +333,12 @@ class Diagonal:
         return _diag_predict(state, decay, process_noise)
 
     def is_valid(self, state: DiagState) -> jax.Array:
-        """Whether the belief is finite with positive variances (moment steps can break this)."""
+        """Whether the belief is finite with positive variances."""
         return _diag_valid(state)
 
     def sample(self, state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
         """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
         return _diag_sample(state, key, n_samples)
-
-    def natural_step(self, state: DiagState, curv: LowRankCurvature) -> DiagState:
-        """BONG step, BONG Eqs. 210-211 (212-213 for LIN-HESS).
-
-        ``sigma'^{-2} = sigma^{-2} - diag(G)`` with ``diag(G) = -sum_k U[:, k]^2``, then
-        ``mu' = mu + sigma'^2 g``.
-        """
-        var = 1.0 / (1.0 / state.var + jnp.sum(curv.root**2, axis=1))
-        return DiagState(state.mean + var * curv.grad, var)
 
     def covariance(self, state: DiagState) -> jax.Array:
         """Dense ``diag(sigma^2)``."""
@@ -215,10 +346,12 @@ class Diagonal:
 
 
 @dataclass(frozen=True)
-class DiagonalMoment:
-    """Diagonal covariance, moment parameters (DIAG_MOM)."""
+class DiagonalMoment(_GaussianFamily):
+    """Diagonal covariance, moment parameters (DIAG_MOM). BBB-MC-EF here is BBB (E.4.7)."""
 
     name = "diag_mom"
+    diagonal = True
+    _ops, _ngd, _gd = _Elementwise, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
 
     def init(self, mean0: jax.Array, sigma0: jax.Array) -> DiagState:
         """Prior ``N(mean0, sigma0^2 I)``."""
@@ -235,14 +368,6 @@ class DiagonalMoment:
     def sample(self, state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
         """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
         return _diag_sample(state, key, n_samples)
-
-    def natural_step(self, state: DiagState, curv: LowRankCurvature) -> DiagState:
-        """BONG step in moment coordinates, BONG Eqs. 246-247 (248-249 for LIN-HESS).
-
-        ``mu' = mu + sigma^2 g`` and ``sigma'^2 = sigma^2 + sigma^4 diag(G)``.
-        """
-        var = state.var - state.var**2 * jnp.sum(curv.root**2, axis=1)
-        return DiagState(state.mean + state.var * curv.grad, var)
 
     def covariance(self, state: DiagState) -> jax.Array:
         """Dense ``diag(sigma^2)``."""
@@ -315,30 +440,103 @@ class DiagonalLowRank:
         white = z + ((z @ av) * phi) @ av.T
         return state.mean + white * ups_isqrt
 
-    def natural_step(self, state: DLRState, curv: LowRankCurvature) -> DLRState:
-        """BONG step (LO-FI), BONG Eqs. 279-289.
+    diagonal = False
 
-        The FC update (Eq. 119) gives precision ``Upsilon + W~ W~^T`` with
-        ``W~ = [W, U]`` (Eq. 279/289). The mean uses that unprojected precision via
-        Woodbury (Eq. 281/285). The projection keeps the top ``R`` singular directions
-        of ``W~`` (Eqs. 284/288; here from an eigendecomposition of the small Gram
-        matrix ``W~^T W~``, which gives the same left singular vectors times singular
-        values) and moves the discarded part's diagonal into ``Upsilon`` so that the
-        diagonal of the precision is preserved (Eq. 283/287).
+    def natural_step(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool) -> DLRState:
+        """FC natural-parameter step, then projection to rank ``R``: BONG E.5.1-E.5.4.
+
+        The FC precision update (Eq. 119 for BONG, Eq. 134 for BLR) keeps the form
+        ``Upsilon~ + W~ W~^T`` with ``W~ = [W, sqrt(lr) U]`` (Eqs. 277-279) or, with the KL
+        term, ``Upsilon~ = (1 - lr) Upsilon + lr Upsilon_prior`` and
+        ``W~ = [sqrt(1 - lr) W, sqrt(lr) W_prior, sqrt(lr) U]`` (Eqs. 291-294, 304-306;
+        ``0 < lr <= 1``). The mean step uses that unprojected precision through Woodbury
+        (Eqs. 281, 285, 296). The projection keeps the top ``R`` singular directions of
+        ``W~`` (Eqs. 273-274; from an eigendecomposition of the small Gram matrix
+        ``W~^T W~``, which gives the same left singular vectors times singular values) and
+        adds the discarded part's diagonal to ``Upsilon`` so that the diagonal of the
+        precision is preserved (Eq. 275). ``U`` must be a low-rank factor: MC-HESS has
+        none, and the seeds leave that combination undefined (E.5).
         """
-        ups = state.diag_precision
-        w_ext = jnp.concatenate([state.low_rank, curv.root], axis=1)  # (P, R + K)
-        ups_inv_g = curv.grad / ups
-        ups_inv_w = w_ext / ups[:, None]
-        inner = jnp.eye(w_ext.shape[1], dtype=w_ext.dtype) + w_ext.T @ ups_inv_w
-        delta = ups_inv_g - ups_inv_w @ jnp.linalg.solve(inner, w_ext.T @ ups_inv_g)
+        lr_root = jnp.sqrt(lr).astype(state.mean.dtype)
+        direction = curv.grad
+        if with_kl:
+            ups = (1 - lr) * state.diag_precision + lr * prior.diag_precision
+            blocks = [jnp.sqrt(1 - lr) * state.low_rank, lr_root * prior.low_rank, lr_root * curv.root]
+            direction = direction + _dlr_precision_dot(prior, prior.mean - state.mean)
+        else:
+            ups = state.diag_precision
+            blocks = [state.low_rank, lr_root * curv.root]
+        w_ext = jnp.concatenate(blocks, axis=1)
+        mean = state.mean + lr * _dlr_solve(ups, w_ext, direction)
         _, vecs = jnp.linalg.eigh(w_ext.T @ w_ext)  # ascending eigenvalues
         rotated = w_ext @ vecs[:, ::-1]  # columns = singular vectors x singular values
         kept, dropped = rotated[:, : self.rank], rotated[:, self.rank :]
-        ups_new = ups + jnp.sum(dropped**2, axis=1)
-        return DLRState(state.mean + delta, ups_new, kept)
+        return DLRState(mean, ups + jnp.sum(dropped**2, axis=1), kept)
+
+    def plain_step(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool) -> DLRState:
+        """Gradient step on ``(mu, Upsilon, W)``: BOG Eqs. 307-309, BBB Eqs. 317-319.
+
+        With ``grad_Sigma l = M / 2`` the chain rule through ``Sigma = (Upsilon + W W^T)^{-1}``
+        gives ``grad_Upsilon l = -diag(Sigma M Sigma) / 2`` and
+        ``grad_W l = -Sigma M Sigma W`` (Eqs. 265-266). Here
+        ``M = G - [KL] (Upsilon_prior - Upsilon + W_prior W_prior^T - W W^T)`` is a
+        diagonal plus signed low-rank matrix, ``M = D + Z S Z^T``, so every product with
+        ``Sigma`` goes through Woodbury (Eq. 320) in ``O((R + K)^2 P)``. The KL gradient
+        with respect to ``mu`` uses the prior *precision*,
+        ``(Upsilon_prior + W_prior W_prior^T)(mu - mu_prior)``, as in Eq. 317 (Eq. 263
+        prints its inverse).
+        """
+        ups, w = state.diag_precision, state.low_rank
+        grad_mean = curv.grad
+        columns, signs = [curv.root], [-jnp.ones(curv.root.shape[1], ups.dtype)]
+        diag_part = jnp.zeros_like(ups)
+        if with_kl:
+            grad_mean = grad_mean - _dlr_precision_dot(prior, state.mean - prior.mean)
+            diag_part = ups - prior.diag_precision
+            columns += [prior.low_rank, w]
+            signs += [-jnp.ones(w.shape[1], ups.dtype), jnp.ones(w.shape[1], ups.dtype)]
+        z = jnp.concatenate(columns, axis=1)
+        sign = jnp.concatenate(signs)
+        cov_z = _dlr_solve(ups, w, z)  # Sigma Z
+        cov_w = _dlr_solve(ups, w, w)  # Sigma W
+        # diag(Sigma D Sigma) and Sigma D Sigma W, with Sigma D Sigma = Sigma (D (Sigma .)).
+        cov_d_cov_diag = _dlr_diag_sandwich(ups, w, diag_part)
+        cov_d_cov_w = _dlr_solve(ups, w, diag_part[:, None] * cov_w)
+        sandwich_diag = cov_d_cov_diag + jnp.sum(cov_z**2 * sign, axis=1)
+        sandwich_w = cov_d_cov_w + (cov_z * sign) @ (cov_z.T @ w)
+        return DLRState(
+            state.mean + lr * grad_mean,
+            ups - 0.5 * lr * sandwich_diag,
+            w - lr * sandwich_w,
+        )
 
     def covariance(self, state: DLRState) -> jax.Array:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""
         prec = jnp.diag(state.diag_precision) + state.low_rank @ state.low_rank.T
         return jnp.linalg.inv(prec)
+
+
+def _dlr_solve(ups: jax.Array, w: jax.Array, rhs: jax.Array) -> jax.Array:
+    """``(diag(ups) + w w^T)^{-1} rhs`` by Woodbury, ``O(K^2 P)``; ``rhs`` of shape (P,) or (P, k)."""
+    scaled = rhs / (ups[:, None] if rhs.ndim == 2 else ups)
+    ups_inv_w = w / ups[:, None]
+    inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ ups_inv_w
+    return scaled - ups_inv_w @ jnp.linalg.solve(inner, w.T @ scaled)
+
+
+def _dlr_precision_dot(state: DLRState, v: jax.Array) -> jax.Array:
+    """``(Upsilon + W W^T) v``."""
+    return state.diag_precision * v + state.low_rank @ (state.low_rank.T @ v)
+
+
+def _dlr_diag_sandwich(ups: jax.Array, w: jax.Array, d: jax.Array) -> jax.Array:
+    """``diag(Sigma diag(d) Sigma)`` for ``Sigma = (diag(ups) + w w^T)^{-1}`` in ``O(R^2 P)``.
+
+    With ``Sigma = Upsilon^{-1} - V C V^T``, ``V = Upsilon^{-1} W``,
+    ``C = (I + W^T Upsilon^{-1} W)^{-1}`` (Eq. 320) and ``A = V C``:
+    ``diag = d / Upsilon^2 - 2 (d / Upsilon) rowsum(A * V) + rowsum((A V^T D V) * A)``.
+    """
+    v = w / ups[:, None]
+    c = jnp.linalg.inv(jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v)
+    a = v @ c
+    return d / ups**2 - 2 * (d / ups) * jnp.sum(a * v, axis=1) + jnp.sum((a @ (v.T @ (d[:, None] * v))) * a, axis=1)

@@ -21,8 +21,26 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from ._config import ALGORITHMS, FAMILIES, HESSIANS, LIKELIHOODS, FilterConfig, make_config
-from ._curvature import LinearizedHessian, LowRankCurvature
+from ._config import (
+    ALGORITHMS,
+    FAMILIES,
+    HESSIANS,
+    LIKELIHOODS,
+    UNDEFINED,
+    FilterConfig,
+    make_config,
+    undefined_reason,
+)
+from ._curvature import (
+    Curvature,
+    DenseCurvature,
+    DiagonalCurvature,
+    LinearizedEF,
+    LinearizedHessian,
+    LowRankCurvature,
+    MonteCarloEF,
+    MonteCarloHessian,
+)
 from ._families import (
     Diagonal,
     DiagonalLowRank,
@@ -44,13 +62,19 @@ from ._filter import (
 )
 from ._likelihoods import Categorical, Gaussian
 from ._models import ACTIVATIONS, MLP, MLPSpec, flatten_module
-from ._rules import BONG, UpdateRule
+from ._rules import BBB, BLR, BOG, BONG, UpdateRule, apply_rule
 
 __all__ = [
     "ACTIVATIONS",
     "ALGORITHMS",
+    "BBB",
+    "BLR",
+    "BOG",
     "BONG",
     "Categorical",
+    "Curvature",
+    "DenseCurvature",
+    "DiagonalCurvature",
     "DLRState",
     "DiagState",
     "Diagonal",
@@ -65,13 +89,18 @@ __all__ = [
     "HESSIANS",
     "Hyperparameters",
     "LIKELIHOODS",
+    "LinearizedEF",
     "LinearizedHessian",
     "LowRankCurvature",
     "MLP",
     "MLPSpec",
+    "MonteCarloEF",
+    "MonteCarloHessian",
     "PREDICT_CHUNK",
     "STEP_BUCKETS",
+    "UNDEFINED",
     "UpdateRule",
+    "apply_rule",
     "filter_posterior",
     "flatten_module",
     "make_config",
@@ -79,6 +108,7 @@ __all__ = [
     "predict_outputs",
     "run_filter",
     "trace_count",
+    "undefined_reason",
 ]
 
 
@@ -97,6 +127,9 @@ def filter_posterior(
     obs_noise: float = 1.0,
     dynamics_decay: float = 1.0,
     process_noise: float = 0.0,
+    learning_rate: float = 1.0,
+    n_inner_steps: int = 1,
+    n_mc_samples: int = 10,
     batch_size: int = 1,
     state=None,
     key: jax.Array | None = None,
@@ -126,6 +159,12 @@ def filter_posterior(
         Observation variance ``R`` of the Gaussian likelihood.
     dynamics_decay, process_noise : float
         ``gamma`` and ``q`` of the predict step (``1`` and ``0``: static parameters).
+    learning_rate : float, default=1.0
+        ``alpha`` of BLR, BOG and BBB; BONG always takes a unit step.
+    n_inner_steps : int, default=1
+        Inner iterations ``I`` of BLR and BBB.
+    n_mc_samples : int, default=10
+        Draws ``M`` of the Monte-Carlo estimators.
     batch_size : int, default=1
         Observations per filter step.
     state : belief state, optional
@@ -137,9 +176,9 @@ def filter_posterior(
     -------
     state : FullCovState, DiagState or DLRState
     """
-    config = make_config(apply_fn, likelihood, family, rank, algorithm, hessian)
+    config = make_config(apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples)
     if state is None:
         mean0 = jnp.asarray(init_mean)
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
-    hyper = Hyperparameters(obs_noise, dynamics_decay, process_noise)
+    hyper = Hyperparameters(obs_noise, dynamics_decay, process_noise, learning_rate)
     return run_filter(config, state, X, Y, hyper, batch_size=batch_size, key=key)

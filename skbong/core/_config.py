@@ -7,12 +7,13 @@ compiled code. Combinations that are not available fail here with a clear messag
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
 import jax
 
-from ._curvature import LinearizedHessian
+from ._curvature import LinearizedEF, LinearizedHessian, MonteCarloEF, MonteCarloHessian
 from ._families import (
     Diagonal,
     DiagonalLowRank,
@@ -21,16 +22,45 @@ from ._families import (
     FullCovarianceMoment,
 )
 from ._likelihoods import Categorical, Gaussian
-from ._rules import BONG, UpdateRule
+from ._rules import BBB, BLR, BOG, BONG, UpdateRule
 
-__all__ = ["FAMILIES", "ALGORITHMS", "HESSIANS", "LIKELIHOODS", "FilterConfig", "make_config"]
+__all__ = [
+    "FAMILIES",
+    "ALGORITHMS",
+    "HESSIANS",
+    "LIKELIHOODS",
+    "UNDEFINED",
+    "FilterConfig",
+    "make_config",
+    "undefined_reason",
+]
 
 #: Gaussian families of the BONG paper (Sec. 3, Appendix E.1-E.5).
 FAMILIES = ("fc", "fc_mom", "diag", "diag_mom", "dlr")
-#: Update rules (BONG Table 1); ``None`` marks one not implemented yet.
-ALGORITHMS: dict[str, UpdateRule | None] = {"bong": BONG, "blr": None, "bog": None, "bbb": None}
-#: Curvature estimators (BONG Sec. 4); ``None`` marks one not implemented yet.
-HESSIANS = {"lin_hess": LinearizedHessian(), "lin_ef": None, "mc_hess": None, "mc_ef": None}
+#: Update rules (BONG Table 2).
+ALGORITHMS: dict[str, UpdateRule] = {"bong": BONG, "blr": BLR, "bog": BOG, "bbb": BBB}
+#: Curvature estimators (BONG Table 1); the Monte-Carlo ones take the number of draws.
+HESSIANS = {
+    "lin_hess": LinearizedHessian,
+    "lin_ef": LinearizedEF,
+    "mc_hess": MonteCarloHessian,
+    "mc_ef": MonteCarloEF,
+}
+#: Cells of the (algorithm, hessian, family) grid that are not available, and why.
+UNDEFINED = {
+    ("bong", "mc_hess", "dlr"): "the seeds leave MC-HESS with DLR undefined for BONG and BLR "
+    "(BONG Appendix E.5): the SVD projection needs a low-rank factor of G, which a Monte-Carlo "
+    "Hessian does not have",
+    ("blr", "mc_hess", "dlr"): "the seeds leave MC-HESS with DLR undefined for BONG and BLR "
+    "(BONG Appendix E.5): the SVD projection needs a low-rank factor of G, which a Monte-Carlo "
+    "Hessian does not have",
+    ("bog", "mc_hess", "dlr"): "BOG-MC-HESS-DLR (Eqs. 308-309) needs diag(Sigma G Sigma) of a dense "
+    "P x P Monte-Carlo Hessian, which defeats the low-rank family; the seeds give no estimator "
+    "for it and it is not implemented",
+    ("bbb", "mc_hess", "dlr"): "BBB-MC-HESS-DLR (Eqs. 318-319) needs diag(Sigma G Sigma) of a dense "
+    "P x P Monte-Carlo Hessian, which defeats the low-rank family; the seeds give no estimator "
+    "for it and it is not implemented",
+}
 LIKELIHOODS = {"gaussian": Gaussian(), "categorical": Categorical()}
 
 
@@ -51,20 +81,19 @@ class FilterConfig:
     apply_fn: Callable[[jax.Array, jax.Array], jax.Array]
     likelihood: Gaussian | Categorical
     family: FullCovariance | FullCovarianceMoment | Diagonal | DiagonalMoment | DiagonalLowRank
-    estimator: LinearizedHessian
+    estimator: LinearizedHessian | LinearizedEF | MonteCarloHessian | MonteCarloEF
     rule: UpdateRule
 
 
-def _available(table: dict, what: str, name: str):
+def _known(table, what: str, name: str):
     if name not in table:
         raise ValueError(f"Unknown {what} {name!r}; choose one of {sorted(table)}.")
-    if table[name] is None:
-        ready = sorted(key for key, value in table.items() if value is not None)
-        raise ValueError(
-            f"{what}={name!r} is part of the BONG space but not implemented yet; "
-            f"available: {ready}."
-        )
     return table[name]
+
+
+def undefined_reason(algorithm: str, hessian: str, family: str) -> str | None:
+    """Why ``(algorithm, hessian, family)`` is not available, or None when it is."""
+    return UNDEFINED.get((algorithm, hessian, family))
 
 
 def make_config(
@@ -74,6 +103,8 @@ def make_config(
     rank: int = 10,
     algorithm: str = "bong",
     hessian: str = "lin_hess",
+    n_inner_steps: int = 1,
+    n_mc_samples: int = 10,
 ) -> FilterConfig:
     """Build the frozen config for ``(likelihood, family, algorithm, hessian)``.
 
@@ -87,6 +118,10 @@ def make_config(
         Rank ``R`` of the low-rank part (``family="dlr"`` only).
     algorithm : {"bong", "blr", "bog", "bbb"}
     hessian : {"lin_hess", "lin_ef", "mc_hess", "mc_ef"}
+    n_inner_steps : int
+        Inner iterations ``I`` of BLR and BBB (BONG and BOG take one step by definition).
+    n_mc_samples : int
+        Draws ``M`` of the Monte-Carlo estimators.
 
     Returns
     -------
@@ -95,12 +130,17 @@ def make_config(
     Raises
     ------
     ValueError
-        For an unknown name, or a combination that is not available.
+        For an unknown name, or a combination the seeds leave undefined.
     """
-    rule = _available(ALGORITHMS, "algorithm", algorithm)
-    estimator = _available(HESSIANS, "hessian", hessian)
-    if family not in FAMILIES:
-        raise ValueError(f"Unknown family {family!r}; choose one of {list(FAMILIES)}.")
+    rule = _known(ALGORITHMS, "algorithm", algorithm)
+    estimator_cls = _known(HESSIANS, "hessian", hessian)
+    _known(dict.fromkeys(FAMILIES), "family", family)
+    reason = undefined_reason(algorithm, hessian, family)
+    if reason is not None:
+        raise ValueError(f"{algorithm}-{hessian}-{family} is not available: {reason}.")
+    if rule.with_kl:
+        rule = dataclasses.replace(rule, n_inner_steps=int(n_inner_steps))
+    estimator = estimator_cls(int(n_mc_samples)) if estimator_cls in (MonteCarloEF, MonteCarloHessian) else estimator_cls()
     family_obj = {
         "fc": FullCovariance(),
         "fc_mom": FullCovarianceMoment(),
@@ -108,4 +148,4 @@ def make_config(
         "diag_mom": DiagonalMoment(),
         "dlr": DiagonalLowRank(int(rank)),
     }[family]
-    return FilterConfig(apply_fn, _available(LIKELIHOODS, "likelihood", likelihood), family_obj, estimator, rule)
+    return FilterConfig(apply_fn, _known(LIKELIHOODS, "likelihood", likelihood), family_obj, estimator, rule)

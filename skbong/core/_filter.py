@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import FilterConfig
+from ._rules import apply_rule
 
 __all__ = [
     "Hyperparameters",
@@ -60,11 +61,14 @@ class Hyperparameters(NamedTuple):
         ``gamma`` of the predict step ``mu <- gamma mu``.
     process_noise : array, scalar
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``.
+    learning_rate : array, scalar
+        ``alpha`` of BLR, BOG and BBB (BONG always takes a unit step).
     """
 
     obs_noise: jax.Array
     dynamics_decay: jax.Array
     process_noise: jax.Array
+    learning_rate: jax.Array = 1.0
 
 
 @partial(jax.jit, static_argnames="config")
@@ -74,9 +78,14 @@ def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key
 
     def step(state, batch, key):
         x, y, m = batch
-        state = family.predict(state, hyper.dynamics_decay, hyper.process_noise)
-        curv = config.estimator(config.apply_fn, config.likelihood, state.mean, x, y, m, hyper.obs_noise)
-        return family.natural_step(state, curv)
+        prior = family.predict(state, hyper.dynamics_decay, hyper.process_noise)
+
+        def curvature_at(current, inner_key):
+            return config.estimator(
+                config.apply_fn, config.likelihood, family, current, x, y, m, hyper.obs_noise, inner_key
+            )
+
+        return apply_rule(config.rule, family, prior, curvature_at, hyper.learning_rate, key)
 
     def body(carry, batch):
         state, t = carry

@@ -50,13 +50,29 @@ _SHARED_PARAMS_DOC = """
         break down, and ``fit`` then raises ``FloatingPointError`` (state unchanged).
     rank : int, default=10
         Rank of the low-rank precision term (``family="dlr"`` only).
-    algorithm : {"bong"}, default="bong"
-        Update rule. "bong": one natural-gradient step of the expected log-likelihood
-        from the prior (BONG paper Eq. 5).
-    hessian : {"lin_hess"}, default="lin_hess"
-        Estimator of the expected gradient and Hessian. "lin_hess" linearises the
-        network at the posterior mean (BONG Prop. 4.2); with "bong" this is CM-EKF
-        ("fc"), VD-EKF ("diag") and LO-FI ("dlr").
+    algorithm : {"bong", "blr", "bog", "bbb"}, default="bong"
+        Update rule (BONG paper Table 2). "bong": one natural-gradient step of unit size
+        on the expected log-likelihood from the prior (Eq. 5). "blr": ``n_inner_steps``
+        natural-gradient steps on the VI loss (Bayesian learning rule, Eq. 30). "bog":
+        one plain-gradient step on the expected log-likelihood (Eq. 29). "bbb":
+        ``n_inner_steps`` plain-gradient steps on the VI loss (Bayes by backprop, Eq. 32).
+    hessian : {"lin_hess", "lin_ef", "mc_hess", "mc_ef"}, default="lin_hess"
+        Estimator of the expected gradient and Hessian (Table 1). "lin_hess" linearises
+        the network at the mean (Prop. 4.2); with "bong" this is CM-EKF ("fc"), VD-EKF
+        ("diag") and LO-FI ("dlr"). "lin_ef" replaces its Hessian by the outer product of
+        the gradient (Jacobian-free). "mc_hess" and "mc_ef" average over
+        ``n_mc_samples`` posterior draws (the Hessian, or the gradient outer products);
+        "mc_hess" with "dlr" is not available (Appendix E.5).
+    learning_rate : float, default=1.0
+        ``alpha`` of "blr", "bog" and "bbb". "bong" always takes the unit step that makes
+        it exact for conjugate models (Prop. 4.1) and ignores it. "blr" with "dlr"
+        requires ``learning_rate <= 1`` (Eq. 294 takes ``sqrt(1 - alpha)``). Changing it
+        never recompiles.
+    n_inner_steps : int, default=1
+        Inner iterations ``I`` per filter step of "blr" and "bbb"; "bong" and "bog" take
+        one step by definition.
+    n_mc_samples : int, default=10
+        Posterior draws ``M`` per step for "mc_hess" and "mc_ef".
     sigma0 : float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
@@ -97,6 +113,9 @@ class _BaseBONG(BaseEstimator):
         "rank": [Interval(Integral, 1, None, closed="left")],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "hessian": [StrOptions(set(HESSIANS))],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "n_inner_steps": [Interval(Integral, 1, None, closed="left")],
+        "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
         "sigma0": [Interval(Real, 0, None, closed="neither")],
         "dynamics_decay": [Interval(Real, 0, None, closed="neither")],
         "process_noise": [Interval(Real, 0, None, closed="left")],
@@ -118,6 +137,9 @@ class _BaseBONG(BaseEstimator):
         rank=10,
         algorithm="bong",
         hessian="lin_hess",
+        learning_rate=1.0,
+        n_inner_steps=1,
+        n_mc_samples=10,
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -134,6 +156,9 @@ class _BaseBONG(BaseEstimator):
         self.rank = rank
         self.algorithm = algorithm
         self.hessian = hessian
+        self.learning_rate = learning_rate
+        self.n_inner_steps = n_inner_steps
+        self.n_mc_samples = n_mc_samples
         self.sigma0 = sigma0
         self.dynamics_decay = dynamics_decay
         self.process_noise = process_noise
@@ -152,8 +177,22 @@ class _BaseBONG(BaseEstimator):
         return MLPSpec(n_features, sizes, n_outputs, self.activation)
 
     def _config(self, spec: MLPSpec):
-        # make_config raises a clear ValueError for names that are not available.
-        return make_config(spec.apply, self._likelihood, self.family, self.rank, self.algorithm, self.hessian)
+        # make_config raises a clear ValueError for combinations that are not available.
+        if self.algorithm == "blr" and self.family == "dlr" and self.learning_rate > 1:
+            raise ValueError(
+                f"algorithm='blr' with family='dlr' needs learning_rate <= 1 (BONG Eq. 294 uses "
+                f"sqrt(1 - alpha)); got {self.learning_rate}."
+            )
+        return make_config(
+            spec.apply,
+            self._likelihood,
+            self.family,
+            self.rank,
+            self.algorithm,
+            self.hessian,
+            self.n_inner_steps,
+            self.n_mc_samples,
+        )
 
     # ------------------------------------------------------------------ fitting
     def _fit_stream(self, X, Y, *, reset: bool, n_passes: int, obs_noise: np.ndarray, shuffle: bool) -> None:
@@ -177,7 +216,7 @@ class _BaseBONG(BaseEstimator):
                 state = jax.tree_util.tree_map(jnp.asarray, self.posterior_)
                 n_seen = self.t_
             key = jax.random.PRNGKey(seed)
-            hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise)
+            hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise, self.learning_rate)
             for epoch in range(n_passes):
                 start = time.perf_counter()
                 order = rng.permutation(X.shape[0]) if shuffle else None
@@ -458,6 +497,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         rank=10,
         algorithm="bong",
         hessian="lin_hess",
+        learning_rate=1.0,
+        n_inner_steps=1,
+        n_mc_samples=10,
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -475,6 +517,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             rank=rank,
             algorithm=algorithm,
             hessian=hessian,
+            learning_rate=learning_rate,
+            n_inner_steps=n_inner_steps,
+            n_mc_samples=n_mc_samples,
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,

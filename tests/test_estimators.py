@@ -99,8 +99,9 @@ def test_unstable_moment_update_raises_and_keeps_state():
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"algorithm": "blr"}, "not implemented yet; available: \\['bong'\\]"),
-        ({"hessian": "mc_ef"}, "not implemented yet; available: \\['lin_hess'\\]"),
+        ({"hessian": "mc_hess"}, "bong-mc_hess-dlr is not available: the seeds leave MC-HESS with DLR"),
+        ({"algorithm": "blr", "learning_rate": 1.5}, "learning_rate <= 1"),
+        ({"algorithm": "sgd"}, "algorithm"),
         ({"family": "kronecker"}, "family"),
         ({"sigma0": -1.0}, "sigma0"),
     ],

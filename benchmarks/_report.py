@@ -1,0 +1,52 @@
+"""Shared reporting for the benchmark scripts: machine, versions, markdown and plots."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def environment() -> str:
+    """A markdown block naming the command, machine and package versions."""
+    import flax
+    import jax
+    import numpy
+    import sklearn
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    devices = ", ".join(str(d) for d in jax.devices())
+    return "\n".join(
+        [
+            f"- command: `python {' '.join(sys.argv)}`",
+            f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+            f"- machine: {cpu}, {os.cpu_count()} cores visible, {platform.system()} {platform.release()}",
+            f"- JAX devices: {devices}",
+            f"- versions: python {platform.python_version()}, jax {jax.__version__}, flax {flax.__version__}, "
+            f"scikit-learn {sklearn.__version__}, numpy {numpy.__version__}",
+        ]
+    )
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    """Render rows as a GitHub markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write(name: str, title: str, body: str) -> Path:
+    """Write ``results/<name>.md`` with the environment block and return its path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.md"
+    path.write_text(f"# {title}\n\n{environment()}\n\n{body}\n")
+    return path

@@ -46,20 +46,20 @@ HESSIANS = {
     "mc_hess": MonteCarloHessian,
     "mc_ef": MonteCarloEF,
 }
+_NO_LOW_RANK_FACTOR = (
+    "the seeds leave MC-HESS with DLR undefined for BONG and BLR (BONG Appendix E.5): the SVD "
+    "projection needs a low-rank factor of G, which a Monte-Carlo Hessian does not have"
+)
+_DENSE_SANDWICH = (
+    "{} (Eqs. {}) needs diag(Sigma G Sigma) of a dense P x P Monte-Carlo Hessian, which defeats "
+    "the low-rank family; the seeds give no estimator for it and it is not implemented"
+)
 #: Cells of the (algorithm, hessian, family) grid that are not available, and why.
 UNDEFINED = {
-    ("bong", "mc_hess", "dlr"): "the seeds leave MC-HESS with DLR undefined for BONG and BLR "
-    "(BONG Appendix E.5): the SVD projection needs a low-rank factor of G, which a Monte-Carlo "
-    "Hessian does not have",
-    ("blr", "mc_hess", "dlr"): "the seeds leave MC-HESS with DLR undefined for BONG and BLR "
-    "(BONG Appendix E.5): the SVD projection needs a low-rank factor of G, which a Monte-Carlo "
-    "Hessian does not have",
-    ("bog", "mc_hess", "dlr"): "BOG-MC-HESS-DLR (Eqs. 308-309) needs diag(Sigma G Sigma) of a dense "
-    "P x P Monte-Carlo Hessian, which defeats the low-rank family; the seeds give no estimator "
-    "for it and it is not implemented",
-    ("bbb", "mc_hess", "dlr"): "BBB-MC-HESS-DLR (Eqs. 318-319) needs diag(Sigma G Sigma) of a dense "
-    "P x P Monte-Carlo Hessian, which defeats the low-rank family; the seeds give no estimator "
-    "for it and it is not implemented",
+    ("bong", "mc_hess", "dlr"): _NO_LOW_RANK_FACTOR,
+    ("blr", "mc_hess", "dlr"): _NO_LOW_RANK_FACTOR,
+    ("bog", "mc_hess", "dlr"): _DENSE_SANDWICH.format("BOG-MC-HESS-DLR", "308-309"),
+    ("bbb", "mc_hess", "dlr"): _DENSE_SANDWICH.format("BBB-MC-HESS-DLR", "318-319"),
 }
 LIKELIHOODS = {"gaussian": Gaussian(), "categorical": Categorical()}
 

@@ -205,6 +205,27 @@ def _moment_coords_gd(ops, state, grad_mean, grad_cov, lr):
 class _GaussianFamily:
     """Shared body of the four full/diagonal families; subclasses fix the algebra."""
 
+
+    def init(self, mean0, sigma0):
+        """Prior ``N(mean0, sigma0^2 I)``."""
+        return self._init(mean0, sigma0)
+
+    def predict(self, state, decay, process_noise):
+        """Predict step ``mu <- gamma mu``, ``Sigma <- gamma^2 Sigma + q I`` (LO-FI Eqs. 15-16)."""
+        return self._predict(state, decay, process_noise)
+
+    def is_valid(self, state) -> jax.Array:
+        """Whether the belief is finite with positive variances (moment steps can break this)."""
+        return self._is_valid(state)
+
+    def sample(self, state, key: jax.Array, n_samples: int) -> jax.Array:
+        """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
+        return self._sample(state, key, n_samples)
+
+    def covariance(self, state) -> jax.Array:
+        """Dense ``Sigma`` (for tests and small models)."""
+        return self._covariance(state)
+
     def natural_step(self, state, prior, curv: Curvature, lr, with_kl: bool):
         """Natural-gradient step ``psi += lr F^{-1} grad_psi l`` (BONG Eqs. 3, 30)."""
         return self._ngd(self._ops, state, *_objective_grads(self._ops, state, prior, curv, with_kl), lr)
@@ -224,22 +245,9 @@ class FullCovariance(_GaussianFamily):
     name = "fc"
     diagonal = False
     _ops, _ngd, _gd = _Dense, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
+    _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
+    _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
 
-    def init(self, mean0: jax.Array, sigma0: jax.Array) -> FullCovState:
-        """Prior ``N(mean0, sigma0^2 I)``."""
-        return _full_init(mean0, sigma0)
-
-    def predict(self, state: FullCovState, decay, process_noise) -> FullCovState:
-        """Predict step ``mu <- gamma mu``, ``Sigma <- gamma^2 Sigma + q I`` (LO-FI Eqs. 15-16)."""
-        return _full_predict(state, decay, process_noise)
-
-    def is_valid(self, state: FullCovState) -> jax.Array:
-        """Whether the belief is finite with positive variances."""
-        return _full_valid(state)
-
-    def sample(self, state: FullCovState, key: jax.Array, n_samples: int) -> jax.Array:
-        """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
-        return _full_sample(state, key, n_samples)
 
     def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
         """Natural-gradient step: BONG Eqs. 118-119 (``lr = 1``, no KL), BLR Eqs. 133-134.
@@ -261,10 +269,6 @@ class FullCovariance(_GaussianFamily):
         cov = state.cov - a @ a.T
         return FullCovState(state.mean + lr * (cov @ curv.grad), cov)
 
-    def covariance(self, state: FullCovState) -> jax.Array:
-        """Dense ``Sigma``."""
-        return state.cov
-
 
 @dataclass(frozen=True)
 class FullCovarianceMoment(_GaussianFamily):
@@ -278,22 +282,9 @@ class FullCovarianceMoment(_GaussianFamily):
     name = "fc_mom"
     diagonal = False
     _ops, _ngd, _gd = _Dense, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
+    _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
+    _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
 
-    def init(self, mean0: jax.Array, sigma0: jax.Array) -> FullCovState:
-        """Prior ``N(mean0, sigma0^2 I)``."""
-        return _full_init(mean0, sigma0)
-
-    def predict(self, state: FullCovState, decay, process_noise) -> FullCovState:
-        """Predict step ``mu <- gamma mu``, ``Sigma <- gamma^2 Sigma + q I`` (LO-FI Eqs. 15-16)."""
-        return _full_predict(state, decay, process_noise)
-
-    def is_valid(self, state: FullCovState) -> jax.Array:
-        """Whether the belief is finite with positive variances (moment steps can break this)."""
-        return _full_valid(state)
-
-    def sample(self, state: FullCovState, key: jax.Array, n_samples: int) -> jax.Array:
-        """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
-        return _full_sample(state, key, n_samples)
 
     def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
         """Natural-gradient step in moment coordinates: BONG Eqs. 167-168, BLR Eqs. 171-172.
@@ -307,10 +298,6 @@ class FullCovarianceMoment(_GaussianFamily):
         s = state.cov @ curv.root
         return FullCovState(state.mean + lr * (state.cov @ curv.grad), state.cov - lr * (s @ s.T))
 
-    def covariance(self, state: FullCovState) -> jax.Array:
-        """Dense ``Sigma``."""
-        return state.cov
-
 
 @dataclass(frozen=True)
 class Diagonal(_GaussianFamily):
@@ -323,26 +310,8 @@ class Diagonal(_GaussianFamily):
     #: MC-HESS gives this family the diagonal of the Hessian (Hutchinson), not a matrix.
     diagonal = True
     _ops, _ngd, _gd = _Elementwise, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
-
-    def init(self, mean0: jax.Array, sigma0: jax.Array) -> DiagState:
-        """Prior ``N(mean0, sigma0^2 I)``."""
-        return _diag_init(mean0, sigma0)
-
-    def predict(self, state: DiagState, decay, process_noise) -> DiagState:
-        """Predict step ``mu <- gamma mu``, ``sigma^2 <- gamma^2 sigma^2 + q``."""
-        return _diag_predict(state, decay, process_noise)
-
-    def is_valid(self, state: DiagState) -> jax.Array:
-        """Whether the belief is finite with positive variances."""
-        return _diag_valid(state)
-
-    def sample(self, state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
-        """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
-        return _diag_sample(state, key, n_samples)
-
-    def covariance(self, state: DiagState) -> jax.Array:
-        """Dense ``diag(sigma^2)``."""
-        return jnp.diag(state.var)
+    _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
+    _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
 
 
 @dataclass(frozen=True)
@@ -352,26 +321,8 @@ class DiagonalMoment(_GaussianFamily):
     name = "diag_mom"
     diagonal = True
     _ops, _ngd, _gd = _Elementwise, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
-
-    def init(self, mean0: jax.Array, sigma0: jax.Array) -> DiagState:
-        """Prior ``N(mean0, sigma0^2 I)``."""
-        return _diag_init(mean0, sigma0)
-
-    def predict(self, state: DiagState, decay, process_noise) -> DiagState:
-        """Predict step ``mu <- gamma mu``, ``sigma^2 <- gamma^2 sigma^2 + q``."""
-        return _diag_predict(state, decay, process_noise)
-
-    def is_valid(self, state: DiagState) -> jax.Array:
-        """Whether the belief is finite with positive variances (moment steps can break this)."""
-        return _diag_valid(state)
-
-    def sample(self, state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
-        """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
-        return _diag_sample(state, key, n_samples)
-
-    def covariance(self, state: DiagState) -> jax.Array:
-        """Dense ``diag(sigma^2)``."""
-        return jnp.diag(state.var)
+    _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
+    _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ ones draw from the current belief with ``family.sample``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Union
+from typing import NamedTuple, Union
 
 import jax
 import jax.numpy as jnp

@@ -12,9 +12,6 @@ import pytest
 
 from skbong.core import (
     Categorical,
-    DiagonalLowRank,
-    FullCovariance,
-    FullCovarianceMoment,
     Hyperparameters,
     MLPSpec,
     filter_posterior,

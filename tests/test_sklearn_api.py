@@ -1,4 +1,4 @@
-"""scikit-learn conformance: ``check_estimator`` for both estimators and every family."""
+"""scikit-learn conformance: ``check_estimator`` for both estimators, every family, and\nnon-default cells covering every algorithm and every curvature estimator."""
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -42,6 +42,28 @@ _UNSCALED_REGRESSOR_CHECKS = {
 }
 
 
+# Non-default cells of the algorithm x hessian space: together they cover every algorithm
+# (bong, blr, bog, bbb) and every curvature estimator (lin_hess, lin_ef, mc_hess, mc_ef).
+# BONG-MC-HESS-FC is explicit R-VGA, run on the model where the R-VGA paper defines it (no
+# hidden layer: logistic / linear regression), because the per-draw Hessian of a ReLU
+# network is indefinite and the FC precision can lose positive definiteness.
+_BOTH = [
+    {"algorithm": "bong", "hessian": "mc_hess", "family": "fc", "hidden_layer_sizes": (), "n_mc_samples": 4},
+    {"algorithm": "blr", "hessian": "lin_hess", "family": "dlr", "rank": 3, "learning_rate": 0.5, "n_inner_steps": 2},
+]
+# Plain-gradient (BOG, BBB) and empirical-Fisher cells pass every classifier check. As
+# regressors they are not run: with a fixed learning rate, gradient steps on (mu, Upsilon,
+# W) diverge on the checks' unscaled inputs (make_blobs, |x| ~ 10) at every rate that
+# still reaches check_regressors_train's R^2 > 0.5 in a few passes (bog-mc_ef-dlr: NaN for
+# alpha >= 0.01, R^2 0.57 at 0.001), and LIN-EF overestimates the curvature whenever
+# residuals exceed sqrt(R) (blr-lin_ef-dlr: best R^2 0.23 over alpha in 0.001..0.5).
+_CLASSIFIER_ONLY = [
+    {"algorithm": "blr", "hessian": "lin_ef", "family": "dlr", "rank": 3, "learning_rate": 0.5, "n_inner_steps": 2},
+    {"algorithm": "bog", "hessian": "mc_ef", "family": "dlr", "rank": 3, "learning_rate": 0.05, "n_mc_samples": 4},
+    {"algorithm": "bbb", "hessian": "lin_hess", "family": "dlr", "rank": 3, "learning_rate": 0.05, "n_inner_steps": 2},
+]
+
+
 def _estimators():
     for cls in (BONGClassifier, BONGRegressor):
         yield cls()
@@ -50,10 +72,14 @@ def _estimators():
             if sigma0 is not None:
                 params["sigma0"] = sigma0
             yield cls(**params)
+        for params in _BOTH:
+            yield cls(random_state=0, **params)
+    for params in _CLASSIFIER_ONLY:
+        yield BONGClassifier(random_state=0, **params)
 
 
 def _expected_failures(estimator):
-    if not isinstance(estimator, BONGRegressor):
+    if not isinstance(estimator, BONGRegressor) or estimator.algorithm != "bong":
         return {}
     return {check: _MOMENT_BREAKDOWN for check in _UNSCALED_REGRESSOR_CHECKS.get(estimator.family, [])}
 

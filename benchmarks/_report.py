@@ -11,6 +11,14 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def _affinity() -> str:
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return "all cores"
+    return f"{len(cores)} core(s) {cores}"
+
+
 def environment() -> str:
     """A markdown block naming the command, machine and package versions."""
     import flax
@@ -29,7 +37,8 @@ def environment() -> str:
         [
             f"- command: `python {' '.join(sys.argv)}`",
             f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
-            f"- machine: {cpu}, {os.cpu_count()} cores visible, {platform.system()} {platform.release()}",
+            f"- machine: {cpu}, {os.cpu_count()} cores, this process pinned to {_affinity()}, "
+            f"{platform.system()} {platform.release()}",
             f"- JAX devices: {devices}",
             f"- versions: python {platform.python_version()}, jax {jax.__version__}, flax {flax.__version__}, "
             f"scikit-learn {sklearn.__version__}, numpy {numpy.__version__}",

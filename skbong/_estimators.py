@@ -27,9 +27,13 @@ from .core import (
     HESSIANS,
     Hyperparameters,
     MLPSpec,
+    PREDICTIVES,
     make_config,
-    predict_outputs,
+    make_predictive,
+    predict_at,
+    predict_distribution,
     run_filter,
+    sample_posterior,
 )
 
 __all__ = ["BONGClassifier", "BONGRegressor"]
@@ -56,6 +60,9 @@ _SHARED_PARAMS_DOC = """
         natural-gradient steps on the VI loss (Bayesian learning rule, Eq. 30). "bog":
         one plain-gradient step on the expected log-likelihood (Eq. 29). "bbb":
         ``n_inner_steps`` plain-gradient steps on the VI loss (Bayes by backprop, Eq. 32).
+        The 80 combinations of ``algorithm``, ``hessian`` and ``family``, the named
+        methods they equal (CM-EKF, VD-EKF, LO-FI, explicit R-VGA, VON, SLANG, BBB), their
+        cost per step and the four undefined ones are tabulated in ``docs/methods.rst``.
     hessian : {"lin_hess", "lin_ef", "mc_hess", "mc_ef"}, default="lin_hess"
         Estimator of the expected gradient and Hessian (Table 1). "lin_hess" linearises
         the network at the mean (Prop. 4.2); with "bong" this is CM-EKF ("fc"), VD-EKF
@@ -92,6 +99,11 @@ _SHARED_PARAMS_DOC = """
         Whether ``fit`` shuffles the rows before each pass. ``partial_fit`` never shuffles.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial weights, the shuffling and any Monte-Carlo draws.
+    prequential : bool, default=False
+        Record, inside the compiled filter, the one-step-ahead predictive of every
+        observation before it updates the posterior (prequential evaluation, LO-FI
+        Algorithm 1; BONG footnote 1), in ``prequential_log_prob_`` and
+        ``prequential_prediction_``. Costs one prediction per observation.
     verbose : int, default=0
         Print progress per pass when positive.
     dtype : {"float32", "float64"}, default="float32"
@@ -123,6 +135,7 @@ class _BaseBONG(BaseEstimator):
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "shuffle": ["boolean"],
         "random_state": ["random_state"],
+        "prequential": ["boolean"],
         "verbose": ["verbose"],
         "dtype": [StrOptions({"float32", "float64"})],
     }
@@ -147,6 +160,7 @@ class _BaseBONG(BaseEstimator):
         batch_size=1,
         shuffle=True,
         random_state=None,
+        prequential=False,
         verbose=0,
         dtype="float32",
     ):
@@ -166,6 +180,7 @@ class _BaseBONG(BaseEstimator):
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.random_state = random_state
+        self.prequential = prequential
         self.verbose = verbose
         self.dtype = dtype
 
@@ -195,7 +210,9 @@ class _BaseBONG(BaseEstimator):
         )
 
     # ------------------------------------------------------------------ fitting
-    def _fit_stream(self, X, Y, *, reset: bool, n_passes: int, obs_noise: np.ndarray, shuffle: bool) -> None:
+    def _fit_stream(
+        self, X, Y, *, reset: bool, n_passes: int, obs_noise: np.ndarray, shuffle: bool, squeeze: bool = False
+    ) -> None:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
         Every check that can fail runs before the first attribute is written, so a
@@ -217,11 +234,21 @@ class _BaseBONG(BaseEstimator):
                 n_seen = self.t_
             key = jax.random.PRNGKey(seed)
             hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise, self.learning_rate)
+            record = self._predictive(config) if self.prequential else None
+            log_probs, predictions = [], []
             for epoch in range(n_passes):
                 start = time.perf_counter()
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
-                state = run_filter(config, state, xs, ys, hyper, self.batch_size, key, n_seen)
+                out = run_filter(
+                    config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed)
+                )
+                if record is None:
+                    state = out
+                else:
+                    state, log_prob, prediction = out
+                    log_probs.append(log_prob)
+                    predictions.append(prediction)
                 n_seen += X.shape[0]
                 if self.verbose:
                     print(f"-- pass {epoch + 1}: {X.shape[0]} observations, {time.perf_counter() - start:.2f} s")
@@ -234,20 +261,90 @@ class _BaseBONG(BaseEstimator):
                 "positive definiteness when sigma0^2 times the curvature exceeds 1: "
                 "lower sigma0, scale the inputs, or use family='fc', 'diag' or 'dlr'."
             )
+        if record is not None:
+            log_prob = np.concatenate(log_probs).astype(np.float64)
+            prediction = np.concatenate(predictions).astype(np.float64)
+            if squeeze:
+                prediction = prediction[:, 0]
+            if not reset and hasattr(self, "prequential_log_prob_"):
+                log_prob = np.concatenate([self.prequential_log_prob_, log_prob])
+                previous = self.prequential_prediction_.reshape(-1, *prediction.shape[1:])
+                prediction = np.concatenate([previous, prediction])
         self._seed = seed
         self._spec = spec
         self.posterior_ = state
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
+        if record is not None:
+            self.prequential_log_prob_ = log_prob
+            self.prequential_prediction_ = prediction
+        else:
+            # A record with a gap would misstate the stream: a call without recording ends it.
+            self.__dict__.pop("prequential_log_prob_", None)
+            self.__dict__.pop("prequential_prediction_", None)
 
-    def _predict_outputs(self, X):
+    @staticmethod
+    def _predict_key(seed: int) -> jax.Array:
+        # Filter steps fold in indices below 2**31; predictions use their own stream.
+        return jax.random.fold_in(jax.random.PRNGKey(seed), np.uint32(2**32 - 1))
+
+    def _predict_distribution(self, X):
+        """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""
         check_is_fitted(self, "posterior_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
-            mean = jnp.asarray(self.posterior_[0])
-            f, h = predict_outputs(config, mean, X.astype(self.dtype, copy=False))
-        return f.astype(np.float64), h.astype(np.float64)
+            out = predict_distribution(
+                config,
+                self._predictive(config),
+                self._posterior(),
+                X.astype(self.dtype, copy=False),
+                self._obs_noise(),
+                self._predict_key(self._seed),
+            )
+        return type(out)(*(a.astype(np.float64) for a in out))
+
+    def _posterior(self):
+        return jax.tree_util.tree_map(jnp.asarray, self.posterior_)
+
+    def sample_params(self, n_samples=1, random_state=None):
+        """Draw flat parameter vectors from the posterior ``q(theta)``.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+        random_state : int, RandomState instance or None, default=None
+            Seeds the draws (a fresh seed from numpy's global state when None).
+
+        Returns
+        -------
+        params : ndarray of shape (n_samples, n_params)
+            Draws to pass to :meth:`predict_with_params`, e.g. one per round of Thompson
+            sampling.
+        """
+        check_is_fitted(self, "posterior_")
+        if not (isinstance(n_samples, Integral) and n_samples >= 1):
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
+        seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+        with _x64_scope(self.dtype):
+            config = self._config(self._spec)
+            draws = sample_posterior(config, self._posterior(), n_samples, jax.random.PRNGKey(seed))
+        return draws.astype(np.float64)
+
+    def _outputs_with_params(self, X, params):
+        """``E[y | x, theta_s]`` of shape ``(n_draws, n_samples, n_outputs)``."""
+        check_is_fitted(self, "posterior_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        params = np.asarray(params, dtype=np.float64)
+        n_params = self.posterior_[0].shape[0]
+        if params.ndim == 1:
+            params = params[None]
+        if params.ndim != 2 or params.shape[1] != n_params:
+            raise ValueError(f"params must have shape (n_draws, {n_params}), got {np.shape(params)}.")
+        with _x64_scope(self.dtype):
+            config = self._config(self._spec)
+            h = predict_at(config, jnp.asarray(params, self.dtype), X.astype(self.dtype, copy=False))
+        return h.astype(np.float64)
 
     # -------------------------------------------------------------- persistence
     def __getstate__(self):
@@ -273,7 +370,24 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
     Bayesian online natural-gradient update of Jones, Chang and Murphy (2024).
 
     Parameters
-    ----------"""
+    ----------
+    predictive : {"plugin", "probit", "linearized_mc", "mc"}, default="plugin"
+        Approximation of the posterior predictive ``E_q[softmax(f(x, theta))]`` used by
+        ``predict_proba``, ``predict`` and ``score`` (LO-FI Appendix B). "plugin" uses
+        the posterior mean only. "probit" rescales each logit by its linearised
+        variance ``v_c`` (generalised probit, LO-FI Eq. 64), deterministic, at the cost
+        of one Jacobian per row. "linearized_mc" averages the softmax over
+        ``n_predictive_samples`` draws of the logits of the network linearised at the
+        mean (Eqs. 62-63); "mc" over draws of the weights pushed through the network.
+        "plugin" is the default because it had the lowest NLPD and calibration error on
+        digits with the default settings (the one-pass posterior mean is
+        underconfident there, so averaging over the posterior only flattens it
+        further) and predicts about 100x faster than "probit"; the posterior averages
+        win when the plug-in is overconfident, e.g. with a weak prior and few
+        observations (``benchmarks/results/predictive.md``).
+    n_predictive_samples : int, default=100
+        Draws ``S`` of "mc" and "linearized_mc". The draws are fixed per fitted model,
+        so predictions are deterministic."""
         + _SHARED_PARAMS_DOC
         + """
 
@@ -292,6 +406,14 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
     t_ : int
         Number of observations absorbed into the posterior.
+    prequential_log_prob_ : ndarray of shape (n_recorded,)
+        With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` under ``predictive``
+        for each observation, evaluated before it updated the posterior, in the order
+        absorbed (``fit`` with ``shuffle=True`` absorbs a permutation), accumulated over
+        the calls made with ``prequential=True`` since ``fit``; a call with
+        ``prequential=False`` removes it.
+    prequential_prediction_ : ndarray of shape (n_recorded, n_classes)
+        The matching one-step-ahead class probabilities.
 
     See Also
     --------
@@ -309,7 +431,66 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
     """
     )
 
+    _parameter_constraints: dict = {
+        **_BaseBONG._parameter_constraints,
+        "predictive": [StrOptions({name for name, (_, liks) in PREDICTIVES.items() if "categorical" in liks})],
+        "n_predictive_samples": [Interval(Integral, 1, None, closed="left")],
+    }
     _likelihood = "categorical"
+
+    def __init__(
+        self,
+        predictive="plugin",
+        n_predictive_samples=100,
+        hidden_layer_sizes=(50,),
+        activation="relu",
+        family="dlr",
+        rank=10,
+        algorithm="bong",
+        hessian="lin_hess",
+        learning_rate=1.0,
+        n_inner_steps=1,
+        n_mc_samples=10,
+        sigma0=0.3,
+        dynamics_decay=1.0,
+        process_noise=0.0,
+        max_iter=1,
+        batch_size=1,
+        shuffle=True,
+        random_state=None,
+        prequential=False,
+        verbose=0,
+        dtype="float32",
+    ):
+        super().__init__(
+            hidden_layer_sizes=hidden_layer_sizes,
+            activation=activation,
+            family=family,
+            rank=rank,
+            algorithm=algorithm,
+            hessian=hessian,
+            learning_rate=learning_rate,
+            n_inner_steps=n_inner_steps,
+            n_mc_samples=n_mc_samples,
+            sigma0=sigma0,
+            dynamics_decay=dynamics_decay,
+            process_noise=process_noise,
+            max_iter=max_iter,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            random_state=random_state,
+            prequential=prequential,
+            verbose=verbose,
+            dtype=dtype,
+        )
+        self.predictive = predictive
+        self.n_predictive_samples = n_predictive_samples
+
+    def _predictive(self, config):
+        return make_predictive(self.predictive, self._likelihood, self.n_predictive_samples)
+
+    def _obs_noise(self):
+        return np.ones(1)  # unused by the categorical likelihood
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -371,7 +552,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         return self
 
     def predict_proba(self, X):
-        """Class probabilities at the posterior mean (plug-in predictive).
+        """Class probabilities under the posterior predictive (see ``predictive``).
 
         Parameters
         ----------
@@ -384,7 +565,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         return np.exp(self.predict_log_proba(X))
 
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`.
+        """Logarithm of :meth:`predict_proba`, computed in log space.
 
         Parameters
         ----------
@@ -394,9 +575,10 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         log_proba : ndarray of shape (n_samples, n_classes)
         """
-        f, _ = self._predict_outputs(X)
-        shifted = f - f.max(axis=1, keepdims=True)
-        return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        log_proba = self._predict_distribution(X).log_proba
+        # Renormalise in float64 so that the exponentials sum to one at this precision.
+        top = log_proba.max(axis=1, keepdims=True)
+        return log_proba - top - np.log(np.exp(log_proba - top).sum(axis=1, keepdims=True))
 
     def predict(self, X):
         """Most probable class under :meth:`predict_proba`.
@@ -409,8 +591,23 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         y : ndarray of shape (n_samples,)
         """
-        f, _ = self._predict_outputs(X)
-        return self.classes_[np.argmax(f, axis=1)]
+        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
+
+    def predict_with_params(self, X, params):
+        """Class probabilities of the network at given weights, e.g. posterior draws.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        params : array-like of shape (n_draws, n_params) or (n_params,)
+            Flat weight vectors, such as those of :meth:`sample_params`.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_draws, n_samples, n_classes)
+            ``softmax(f(x, theta_s))`` for every draw ``theta_s``.
+        """
+        return self._outputs_with_params(X, params)
 
     @staticmethod
     def _check_two_classes(classes: np.ndarray) -> None:
@@ -467,6 +664,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
     t_ : int
         Number of observations absorbed into the posterior.
+    prequential_log_prob_ : ndarray of shape (n_recorded,)
+        With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` under the linearised
+        predictive of :meth:`predict` for each observation, evaluated before it updated
+        the posterior, in the order absorbed, accumulated over the calls made with
+        ``prequential=True`` since ``fit``; a call with ``prequential=False`` removes it.
+    prequential_prediction_ : ndarray of shape (n_recorded,) or (n_recorded, n_outputs)
+        The matching one-step-ahead predictive means.
 
     See Also
     --------
@@ -507,6 +711,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         batch_size=1,
         shuffle=True,
         random_state=None,
+        prequential=False,
         verbose=0,
         dtype="float32",
     ):
@@ -527,10 +732,17 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             batch_size=batch_size,
             shuffle=shuffle,
             random_state=random_state,
+            prequential=prequential,
             verbose=verbose,
             dtype=dtype,
         )
         self.obs_noise = obs_noise
+
+    def _predictive(self, config):
+        return make_predictive("linearized", self._likelihood)
+
+    def _obs_noise(self):
+        return self.obs_noise_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -548,7 +760,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
         Y = self._as_matrix(y)
         obs_noise = self._initial_obs_noise(Y)
-        self._fit_stream(X, Y, reset=True, n_passes=self.max_iter, obs_noise=obs_noise, shuffle=self.shuffle)
+        self._fit_stream(
+            X, Y, reset=True, n_passes=self.max_iter, obs_noise=obs_noise, shuffle=self.shuffle, squeeze=y.ndim == 1
+        )
         self.obs_noise_ = obs_noise
         self._y_is_1d = y.ndim == 1
         return self
@@ -574,24 +788,56 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                 f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
             )
         obs_noise = self._initial_obs_noise(Y) if first_call else self.obs_noise_
-        self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=obs_noise, shuffle=False)
+        self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=obs_noise, shuffle=False, squeeze=y.ndim == 1)
         self.obs_noise_ = obs_noise
         self._y_is_1d = y.ndim == 1
         return self
 
-    def predict(self, X):
-        """Predictive mean at the posterior mean of the weights.
+    def predict(self, X, return_std=False):
+        """Predictive mean, and optionally standard deviation, of the targets.
+
+        The mean is the network at the posterior mean of the weights; the standard
+        deviation is that of the network linearised at the mean, ``sqrt(diag(J Sigma
+        J^T) + R)`` (LO-FI Eqs. 59-61), computed without forming ``Sigma`` for the
+        diagonal and low-rank families, as in ``BayesianRidge.predict``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Whether to also return the predictive standard deviation.
 
         Returns
         -------
-        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        y_std : ndarray of the same shape
+            Only when ``return_std`` is True.
         """
-        _, h = self._predict_outputs(X)
-        return h[:, 0] if self._y_is_1d else h
+        check_is_fitted(self, "posterior_")
+        if not return_std:
+            return self._shape_output(self._outputs_with_params(X, self.posterior_[0])[0])
+        out = self._predict_distribution(X)
+        return self._shape_output(out.mean), self._shape_output(np.sqrt(out.var))
+
+    def predict_with_params(self, X, params):
+        """Predictions of the network at given weights, e.g. posterior draws.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        params : array-like of shape (n_draws, n_params) or (n_params,)
+            Flat weight vectors, such as those of :meth:`sample_params`.
+
+        Returns
+        -------
+        y : ndarray of shape (n_draws, n_samples) or (n_draws, n_samples, n_outputs)
+            ``f(x, theta_s)`` for every draw ``theta_s``.
+        """
+        out = self._outputs_with_params(X, params)
+        return out[..., 0] if self._y_is_1d else out
+
+    def _shape_output(self, a: np.ndarray) -> np.ndarray:
+        return a[:, 0] if self._y_is_1d else a
 
     @staticmethod
     def _as_matrix(y: np.ndarray) -> np.ndarray:

@@ -26,9 +26,11 @@ from ._config import (
     FAMILIES,
     HESSIANS,
     LIKELIHOODS,
+    PREDICTIVES,
     UNDEFINED,
     FilterConfig,
     make_config,
+    make_predictive,
     undefined_reason,
 )
 from ._curvature import (
@@ -55,13 +57,24 @@ from ._filter import (
     PREDICT_CHUNK,
     STEP_BUCKETS,
     Hyperparameters,
-    predict_mean,
-    predict_outputs,
+    predict_at,
+    predict_distribution,
     run_filter,
+    sample_posterior,
     trace_count,
 )
 from ._likelihoods import Categorical, Gaussian
 from ._models import ACTIVATIONS, MLP, MLPSpec, flatten_module
+from ._predictive import (
+    CategoricalPredictive,
+    GaussianPredictive,
+    LinearizedGaussian,
+    LinearizedMonteCarlo,
+    MonteCarlo,
+    PluginPredictive,
+    Probit,
+    output_moments,
+)
 from ._rules import BBB, BLR, BOG, BONG, UpdateRule, apply_rule
 
 __all__ = [
@@ -104,8 +117,19 @@ __all__ = [
     "filter_posterior",
     "flatten_module",
     "make_config",
-    "predict_mean",
-    "predict_outputs",
+    "predict_at",
+    "predict_distribution",
+    "sample_posterior",
+    "CategoricalPredictive",
+    "GaussianPredictive",
+    "LinearizedGaussian",
+    "LinearizedMonteCarlo",
+    "MonteCarlo",
+    "PluginPredictive",
+    "Probit",
+    "PREDICTIVES",
+    "make_predictive",
+    "output_moments",
     "run_filter",
     "trace_count",
     "undefined_reason",

@@ -22,6 +22,7 @@ from ._families import (
     FullCovarianceMoment,
 )
 from ._likelihoods import Categorical, Gaussian
+from ._predictive import LinearizedGaussian, LinearizedMonteCarlo, MonteCarlo, PluginPredictive, Probit
 from ._rules import BBB, BLR, BOG, BONG, UpdateRule
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "UNDEFINED",
     "FilterConfig",
     "make_config",
+    "PREDICTIVES",
+    "make_predictive",
     "undefined_reason",
 ]
 
@@ -62,6 +65,14 @@ UNDEFINED = {
     ("bbb", "mc_hess", "dlr"): _DENSE_SANDWICH.format("BBB-MC-HESS-DLR", "318-319"),
 }
 LIKELIHOODS = {"gaussian": Gaussian(), "categorical": Categorical()}
+#: Predictive distributions (LO-FI Appendix B) and the likelihoods each applies to.
+PREDICTIVES = {
+    "plugin": (PluginPredictive, ("gaussian", "categorical")),
+    "linearized": (LinearizedGaussian, ("gaussian",)),
+    "probit": (Probit, ("categorical",)),
+    "linearized_mc": (LinearizedMonteCarlo, ("categorical",)),
+    "mc": (MonteCarlo, ("categorical",)),
+}
 
 
 @dataclass(frozen=True)
@@ -149,3 +160,24 @@ def make_config(
         "dlr": DiagonalLowRank(int(rank)),
     }[family]
     return FilterConfig(apply_fn, _known(LIKELIHOODS, "likelihood", likelihood), family_obj, estimator, rule)
+
+
+def make_predictive(name: str, likelihood: str, n_samples: int = 100):
+    """The predictive value for ``name`` (see :mod:`skbong.core._predictive`).
+
+    Parameters
+    ----------
+    name : {"plugin", "linearized", "probit", "linearized_mc", "mc"}
+    likelihood : {"gaussian", "categorical"}
+    n_samples : int
+        Draws ``S`` of "mc" and "linearized_mc".
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or one that does not apply to ``likelihood``.
+    """
+    predictive_cls, likelihoods = _known(PREDICTIVES, "predictive", name)
+    if likelihood not in likelihoods:
+        raise ValueError(f"predictive {name!r} applies to the {' and '.join(likelihoods)} likelihood only.")
+    return predictive_cls(int(n_samples)) if predictive_cls.stochastic else predictive_cls()

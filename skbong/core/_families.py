@@ -117,6 +117,22 @@ def _diag_sample(state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
     return state.mean + z * jnp.sqrt(state.var)
 
 
+def _row_gram(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a_i b_i^T`` for every row ``i`` of ``(B, C, P)`` stacks: ``(B, C, C)``.
+
+    A loop of 2-D products: XLA's CPU batched dot is several times slower here."""
+    return jax.lax.map(lambda pair: pair[0] @ pair[1].T, (a, b))
+
+
+def _full_output_cov(state: FullCovState, jac: jax.Array) -> jax.Array:
+    b, c, p = jac.shape
+    return _row_gram((jac.reshape(b * c, p) @ state.cov).reshape(b, c, p), jac)
+
+
+def _diag_output_cov(state: DiagState, jac: jax.Array) -> jax.Array:
+    return _row_gram(jac * state.var, jac)
+
+
 class _Dense:
     """Matrix algebra of the full-covariance families."""
 
@@ -226,6 +242,11 @@ class _GaussianFamily:
         """Dense ``Sigma`` (for tests and small models)."""
         return self._covariance(state)
 
+    def output_covariance(self, state, jac: jax.Array) -> jax.Array:
+        """``J Sigma J^T`` for Jacobians ``jac`` of shape ``(B, C, P)``: ``(B, C, C)``
+        (LO-FI Eq. 60); ``O(B C^2 P)`` for the diagonal families."""
+        return self._output_cov(state, jac)
+
     def natural_step(self, state, prior, curv: Curvature, lr, with_kl: bool):
         """Natural-gradient step ``psi += lr F^{-1} grad_psi l`` (BONG Eqs. 3, 30)."""
         return self._ngd(self._ops, state, *_objective_grads(self._ops, state, prior, curv, with_kl), lr)
@@ -247,6 +268,7 @@ class FullCovariance(_GaussianFamily):
     _ops, _ngd, _gd = _Dense, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
     _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
     _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
+    _output_cov = staticmethod(_full_output_cov)
 
 
     def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
@@ -284,6 +306,7 @@ class FullCovarianceMoment(_GaussianFamily):
     _ops, _ngd, _gd = _Dense, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
     _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
     _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
+    _output_cov = staticmethod(_full_output_cov)
 
 
     def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
@@ -312,6 +335,7 @@ class Diagonal(_GaussianFamily):
     _ops, _ngd, _gd = _Elementwise, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
     _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
+    _output_cov = staticmethod(_diag_output_cov)
 
 
 @dataclass(frozen=True)
@@ -323,6 +347,7 @@ class DiagonalMoment(_GaussianFamily):
     _ops, _ngd, _gd = _Elementwise, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
     _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
+    _output_cov = staticmethod(_diag_output_cov)
 
 
 @dataclass(frozen=True)
@@ -465,6 +490,18 @@ class DiagonalLowRank:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""
         prec = jnp.diag(state.diag_precision) + state.low_rank @ state.low_rank.T
         return jnp.linalg.inv(prec)
+
+    def output_covariance(self, state: DLRState, jac: jax.Array) -> jax.Array:
+        """``J Sigma J^T`` for Jacobians ``jac`` (B, C, P) without forming ``Sigma``: LO-FI
+        Eq. 61, ``J Upsilon^{-1} J^T - (J V) (I + W^T V)^{-1} (J V)^T`` with
+        ``V = Upsilon^{-1} W``, in ``O(B C (C + R) P)``."""
+        ups, w = state.diag_precision, state.low_rank
+        v = w / ups[:, None]
+        inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v
+        b, c, p = jac.shape
+        jv = (jac.reshape(b * c, p) @ v).reshape(b, c, -1)
+        correction = jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
+        return _row_gram(jac / ups, jac) - correction
 
 
 def _dlr_solve(ups: jax.Array, w: jax.Array, rhs: jax.Array) -> jax.Array:

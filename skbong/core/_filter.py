@@ -1,7 +1,9 @@
 """The filter: predict then update, scanned over observations inside one ``jit``.
 
-Two jitted entry points: :func:`run_filter` (update the belief over a stream) and
-:func:`predict_mean` (conditional mean of ``y`` at the posterior mean). The config is
+Two jitted entry points: :func:`run_filter` (update the belief over a stream, optionally
+recording one-step-ahead predictions) and :func:`predict_distribution` (the posterior
+predictive of a batch); :func:`predict_at` and :func:`sample_posterior` serve posterior
+draws. The config is
 static; every continuous hyperparameter is a traced argument, so tuning it never
 recompiles. Streams are cut into chunks whose lengths come from a few fixed buckets,
 padded with a mask, so calls with new lengths reuse compiled code.
@@ -23,8 +25,9 @@ from ._rules import apply_rule
 __all__ = [
     "Hyperparameters",
     "run_filter",
-    "predict_mean",
-    "predict_outputs",
+    "predict_distribution",
+    "predict_at",
+    "sample_posterior",
     "trace_count",
     "STEP_BUCKETS",
     "PREDICT_CHUNK",
@@ -71,15 +74,12 @@ class Hyperparameters(NamedTuple):
     learning_rate: jax.Array = 1.0
 
 
-@partial(jax.jit, static_argnames="config")
-def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0):
+@partial(jax.jit, static_argnames=("config", "record"))
+def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
     _TRACES["filter"] += 1
     family = config.family
 
-    def step(state, batch, key):
-        x, y, m = batch
-        prior = family.predict(state, hyper.dynamics_decay, hyper.process_noise)
-
+    def update(prior, x, y, m, key):
         def curvature_at(current, inner_key):
             return config.estimator(
                 config.apply_fn, config.likelihood, family, current, x, y, m, hyper.obs_noise, inner_key
@@ -89,17 +89,22 @@ def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key
 
     def body(carry, batch):
         state, t = carry
+        x, y, m = batch
         # Randomness of a step depends only on the index of its first observation, so
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
+        prior = family.predict(state, hyper.dynamics_decay, hyper.process_noise)
+        out = None
+        if record is not None:
+            # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
+            predictive = record(config.apply_fn, config.likelihood, family, prior, x, hyper.obs_noise, record_key)
+            out = (predictive.log_prob(y), predictive.mean)
         # Padded steps (no valid row) leave the belief untouched, predict step included.
-        state = jax.lax.cond(
-            jnp.any(batch[2]), step, lambda s, _b, _k: s, state, batch, step_key
-        )
-        return (state, t + jnp.sum(batch[2], dtype=t.dtype)), None
+        state = jax.lax.cond(jnp.any(m), update, lambda p, *_: state, prior, x, y, m, step_key)
+        return (state, t + jnp.sum(m, dtype=t.dtype)), out
 
-    (state, _), _ = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, mask))
-    return state
+    (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, mask))
+    return state, out
 
 
 def _bucket(n_steps: int) -> int:
@@ -115,6 +120,8 @@ def run_filter(
     batch_size: int = 1,
     key: jax.Array | None = None,
     n_seen: int = 0,
+    record=None,
+    record_key: jax.Array | None = None,
 ):
     """Update the belief ``state`` with observations ``(X, Y)`` in order.
 
@@ -135,10 +142,19 @@ def run_filter(
         ``fold_in(key, n_seen + t * batch_size)``. Defaults to ``PRNGKey(0)``.
     n_seen : int, default=0
         Number of observations the belief has already absorbed.
+    record : predictive value, optional
+        When given (e.g. ``PluginPredictive()``), also evaluate each row's one-step-ahead
+        predictive under the belief before the step that uses it (after the predict
+        step), inside the scan.
+    record_key : PRNG key, optional
+        Randomness of a stochastic ``record`` predictive; the same key serves every step.
 
     Returns
     -------
     state : the updated family state.
+    log_prob, mean : ndarrays of shape (N,) and (N, C)
+        Only with ``record``: ``log p(y_n | x_n, y_{<n})`` and the predictive mean of
+        ``y_n`` (class probabilities for a categorical likelihood).
     """
     X = np.asarray(X)
     Y = np.asarray(Y)
@@ -147,7 +163,10 @@ def run_filter(
     dtype = state.mean.dtype
     # Same dtype and weak-type status on every call, so Python floats never retrace.
     hyper = Hyperparameters(*(jnp.asarray(h, dtype) for h in hyper))
+    if record_key is None:
+        record_key = jax.random.PRNGKey(0)
     n_steps = -(-X.shape[0] // batch_size)
+    records = []
     start = 0
     while start < n_steps:
         length = min(n_steps - start, STEP_BUCKETS[-1])
@@ -156,7 +175,7 @@ def run_filter(
         xs = _pad_rows(X[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         ys = _pad_rows(Y[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         mask = np.arange(bucket * batch_size) < X[rows].shape[0]
-        state = _scan(
+        state, out = _scan(
             config,
             state,
             jnp.asarray(xs, dtype),
@@ -165,44 +184,101 @@ def run_filter(
             hyper,
             key,
             n_seen + start * batch_size,
+            record,
+            record_key,
         )
+        if record is not None:
+            n_rows = X[rows].shape[0]
+            records.append(tuple(np.asarray(a).reshape(bucket * batch_size, *a.shape[2:])[:n_rows] for a in out))
         start += length
-    return state
+    if record is None:
+        return state
+    if not records:
+        return state, np.zeros(0), np.zeros((0, Y.shape[1]))
+    return state, np.concatenate([r[0] for r in records]), np.concatenate([r[1] for r in records])
 
 
 def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([a, np.zeros((n - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
-@partial(jax.jit, static_argnames="config")
-def _predict_chunk(config: FilterConfig, mean, x):
+@partial(jax.jit, static_argnames=("config", "predictive"))
+def _predict_chunk(config: FilterConfig, predictive, state, x, obs_noise, key):
     _TRACES["predict"] += 1
-    f = config.apply_fn(mean, x)
-    return f, jax.vmap(config.likelihood.mean)(f)
+    return predictive(config.apply_fn, config.likelihood, config.family, state, x, obs_noise, key)
 
 
-def predict_outputs(config: FilterConfig, mean, X) -> tuple[np.ndarray, np.ndarray]:
-    """Network outputs ``f`` and conditional means ``h(f)`` at parameters ``mean``.
+def predict_distribution(config: FilterConfig, predictive, state, X, obs_noise=1.0, key=None):
+    """Predictive distribution of the targets of ``X`` under the belief ``state``.
 
     Parameters
     ----------
     config : FilterConfig
-    mean : array of shape (P,)
+    predictive : predictive value
+        E.g. ``Probit()`` or ``LinearizedGaussian()`` (see :func:`make_predictive`).
+    state : family state NamedTuple
+    X : array of shape (N, D)
+    obs_noise : float or array of shape (C,), default=1.0
+        Observation variance ``R`` (Gaussian likelihood).
+    key : PRNG key, optional
+        Randomness of a stochastic predictive; every chunk of rows uses the same key, so
+        a row's prediction does not depend on the rows predicted with it.
+
+    Returns
+    -------
+    CategoricalPredictive or GaussianPredictive
+        With numpy fields of leading dimension N.
+    """
+    X = np.asarray(X)
+    dtype = state.mean.dtype
+    if key is None:
+        key = jax.random.PRNGKey(0)
+    obs_noise = jnp.asarray(obs_noise, dtype)
+    outs = []
+    for start in range(0, X.shape[0], PREDICT_CHUNK):
+        chunk = X[start : start + PREDICT_CHUNK]
+        out = _predict_chunk(config, predictive, state, jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), dtype), obs_noise, key)
+        outs.append(type(out)(*(np.asarray(a)[: chunk.shape[0]] for a in out)))
+    return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))
+
+
+@partial(jax.jit, static_argnames="config")
+def _outputs_at(config: FilterConfig, params, x):
+    _TRACES["predict"] += 1
+    f = jax.vmap(config.apply_fn, in_axes=(0, None))(params, x)
+    return jax.vmap(jax.vmap(config.likelihood.mean))(f)
+
+
+def predict_at(config: FilterConfig, params, X) -> np.ndarray:
+    """Conditional means ``E[y | x, theta_s]`` at given parameter vectors ``theta_s``.
+
+    Parameters
+    ----------
+    config : FilterConfig
+    params : array of shape (S, P)
+        E.g. posterior draws from ``family.sample``.
     X : array of shape (N, D)
 
     Returns
     -------
-    f, h : ndarrays of shape (N, C)
+    ndarray of shape (S, N, C)
+        Class probabilities (categorical) or regression means (Gaussian).
     """
     X = np.asarray(X)
+    params = jnp.asarray(params)
     outs = []
     for start in range(0, X.shape[0], PREDICT_CHUNK):
         chunk = X[start : start + PREDICT_CHUNK]
-        f, h = _predict_chunk(config, mean, jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), mean.dtype))
-        outs.append((np.asarray(f)[: chunk.shape[0]], np.asarray(h)[: chunk.shape[0]]))
-    return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
+        h = _outputs_at(config, params, jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), params.dtype))
+        outs.append(np.asarray(h)[:, : chunk.shape[0]])
+    return np.concatenate(outs, axis=1)
 
 
-def predict_mean(config: FilterConfig, mean, X) -> np.ndarray:
-    """Plug-in prediction ``E[y | x, theta = mean]`` (softmax probabilities or regression mean)."""
-    return predict_outputs(config, mean, X)[1]
+@partial(jax.jit, static_argnames=("config", "n_samples"))
+def _sample(config: FilterConfig, state, key, n_samples: int):
+    return config.family.sample(state, key, n_samples)
+
+
+def sample_posterior(config: FilterConfig, state, n_samples: int, key) -> np.ndarray:
+    """``n_samples`` draws of the flat parameter vector from the belief, shape ``(S, P)``."""
+    return np.asarray(_sample(config, state, key, int(n_samples)))

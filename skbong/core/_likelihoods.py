@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
+from ._predictive import CategoricalPredictive, GaussianPredictive
+
 __all__ = ["Gaussian", "Categorical"]
 
 
@@ -44,6 +46,10 @@ class Gaussian:
     def hessian_root(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
         """``L`` with ``L L^T = R^{-1}``, shape ``(C, C)``."""
         return jnp.diag(jnp.broadcast_to(obs_noise, f.shape) ** -0.5)
+
+    def plugin_predictive(self, f: jax.Array, obs_noise: jax.Array) -> GaussianPredictive:
+        """``N(y | f, R)`` for a batch of outputs ``f`` (B, C)."""
+        return GaussianPredictive(f, jnp.broadcast_to(obs_noise, f.shape))
 
 
 @dataclass(frozen=True)
@@ -79,3 +85,8 @@ class Categorical:
         p = jax.nn.softmax(f)
         sqrt_p = jnp.sqrt(p)
         return jnp.diag(sqrt_p) - jnp.outer(p, sqrt_p)
+
+    def plugin_predictive(self, f: jax.Array, obs_noise: jax.Array) -> CategoricalPredictive:
+        """``softmax(f)`` for a batch of logits ``f`` (B, C); ``obs_noise`` is unused."""
+        del obs_noise
+        return CategoricalPredictive(jax.nn.log_softmax(f))

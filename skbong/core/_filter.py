@@ -3,9 +3,8 @@
 Two jitted entry points: :func:`run_filter` (update the belief over a stream, optionally
 recording one-step-ahead predictions) and :func:`predict_distribution` (the posterior
 predictive of a batch); :func:`predict_at` and :func:`sample_posterior` serve posterior
-draws. The config is
-static; every continuous hyperparameter is a traced argument, so tuning it never
-recompiles. Streams are cut into chunks whose lengths come from a few fixed buckets,
+draws. The config is static; every continuous hyperparameter is a traced argument, so
+tuning it never recompiles. Streams are cut into chunks whose lengths come from a few fixed buckets,
 padded with a mask, so calls with new lengths reuse compiled code.
 """
 

@@ -591,7 +591,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         y : ndarray of shape (n_samples,)
         """
-        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
+        log_proba = self.predict_log_proba(X)
+        return self.classes_[np.argmax(log_proba, axis=1)]
 
     def predict_with_params(self, X, params):
         """Class probabilities of the network at given weights, e.g. posterior draws.

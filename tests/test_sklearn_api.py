@@ -76,6 +76,10 @@ def _estimators():
             yield cls(random_state=0, **params)
     for params in _CLASSIFIER_ONLY:
         yield BONGClassifier(random_state=0, **params)
+    # The Jacobian-based and sampling predictives (row independence, dtype, pickling).
+    yield BONGClassifier(predictive="probit", rank=3, random_state=0)
+    yield BONGClassifier(predictive="linearized_mc", n_predictive_samples=16, rank=3, random_state=0)
+    yield BONGRegressor(prequential=True, rank=3, random_state=0)
 
 
 def _expected_failures(estimator):

@@ -1,5 +1,7 @@
 """scikit-learn conformance: ``check_estimator`` for both estimators, every family, and\nnon-default cells covering every algorithm and every curvature estimator."""
 
+import jax
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skbong import BONGClassifier, BONGRegressor
@@ -86,6 +88,20 @@ def _expected_failures(estimator):
     if not isinstance(estimator, BONGRegressor) or estimator.algorithm != "bong":
         return {}
     return {check: _MOMENT_BREAKDOWN for check in _UNSCALED_REGRESSOR_CHECKS.get(estimator.family, [])}
+
+
+_last_estimator = []
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_code_between_estimators(request):
+    """The checks of one estimator share compiled code; drop it when the next estimator
+    starts, so that this module's 1,200 checks stay far below ``vm.max_map_count``
+    (see ``conftest.py``)."""
+    estimator = request.node.callspec.params["estimator"]
+    if _last_estimator and _last_estimator[0] is not estimator:
+        jax.clear_caches()
+    _last_estimator[:] = [estimator]
 
 
 @parametrize_with_checks(list(_estimators()), expected_failed_checks=_expected_failures, xfail_strict=True)

@@ -201,6 +201,14 @@ def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([a, np.zeros((n - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
+def _padded_blocks(X: np.ndarray, dtype):
+    """``(block, n_rows)`` for consecutive ``PREDICT_CHUNK``-row blocks of ``X``, each
+    zero-padded to ``PREDICT_CHUNK`` rows so every call reuses one compiled shape."""
+    for start in range(0, X.shape[0], PREDICT_CHUNK):
+        chunk = X[start : start + PREDICT_CHUNK]
+        yield jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), dtype), chunk.shape[0]
+
+
 @partial(jax.jit, static_argnames=("config", "predictive"))
 def _predict_chunk(config: FilterConfig, predictive, state, x, obs_noise, key):
     _TRACES["predict"] += 1
@@ -234,10 +242,9 @@ def predict_distribution(config: FilterConfig, predictive, state, X, obs_noise=1
         key = jax.random.PRNGKey(0)
     obs_noise = jnp.asarray(obs_noise, dtype)
     outs = []
-    for start in range(0, X.shape[0], PREDICT_CHUNK):
-        chunk = X[start : start + PREDICT_CHUNK]
-        out = _predict_chunk(config, predictive, state, jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), dtype), obs_noise, key)
-        outs.append(type(out)(*(np.asarray(a)[: chunk.shape[0]] for a in out)))
+    for block, n_rows in _padded_blocks(X, dtype):
+        out = _predict_chunk(config, predictive, state, block, obs_noise, key)
+        outs.append(type(out)(*(np.asarray(a)[:n_rows] for a in out)))
     return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))
 
 
@@ -266,10 +273,8 @@ def predict_at(config: FilterConfig, params, X) -> np.ndarray:
     X = np.asarray(X)
     params = jnp.asarray(params)
     outs = []
-    for start in range(0, X.shape[0], PREDICT_CHUNK):
-        chunk = X[start : start + PREDICT_CHUNK]
-        h = _outputs_at(config, params, jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), params.dtype))
-        outs.append(np.asarray(h)[:, : chunk.shape[0]])
+    for block, n_rows in _padded_blocks(X, params.dtype):
+        outs.append(np.asarray(_outputs_at(config, params, block))[:, :n_rows])
     return np.concatenate(outs, axis=1)
 
 

@@ -379,15 +379,26 @@ class DiagonalLowRank:
         Simplifying Eq. 24 gives this inner matrix; the printed Eq. 25 has
         ``Upsilon^{-1} Upsilon' Upsilon^{-1}`` in its place, one ``Upsilon^{-1}`` too many
         (it is not dimensionless), which the dense test of this step detects.
+        With ``q = 0`` (the default, static belief) this is ``Upsilon' = Upsilon / gamma^2``,
+        ``W' = W / gamma``; a ``lax.cond`` takes that branch and skips the ``P x R x R``
+        products, about 1 ms per step at ``P = 40k``.
         """
         ups, w = state.diag_precision, state.low_rank
-        ups_pred = 1.0 / (decay**2 / ups + process_noise)
-        scale = ups_pred / ups  # Upsilon_{t|t-1} Upsilon_{t-1}^{-1}
-        inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ ((process_noise * scale)[:, None] * w)
-        # chol(inner^{-1}) may be replaced by any A with A A^T = inner^{-1}: L^{-T}.
-        chol = jnp.linalg.cholesky(inner)
-        root = solve_triangular(chol, jnp.eye(w.shape[1], dtype=w.dtype), lower=True).T
-        w_pred = decay * (scale[:, None] * w) @ root
+
+        def with_noise(_):
+            ups_pred = 1.0 / (decay**2 / ups + process_noise)
+            scale = ups_pred / ups  # Upsilon_{t|t-1} Upsilon_{t-1}^{-1}
+            inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ ((process_noise * scale)[:, None] * w)
+            # chol(inner^{-1}) may be replaced by any A with A A^T = inner^{-1}: L^{-T}.
+            chol = jnp.linalg.cholesky(inner)
+            root = solve_triangular(chol, jnp.eye(w.shape[1], dtype=w.dtype), lower=True).T
+            return ups_pred, decay * (scale[:, None] * w) @ root
+
+        def without_noise(_):
+            # q = 0: the precision is scaled by gamma^-2, so inner = I and W' = W / gamma.
+            return ups / decay**2, w / decay
+
+        ups_pred, w_pred = jax.lax.cond(process_noise == 0, without_noise, with_noise, None)
         return DLRState(decay * state.mean, ups_pred, w_pred)
 
     def is_valid(self, state: DLRState) -> jax.Array:

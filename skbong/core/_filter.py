@@ -11,7 +11,7 @@ padded with a mask, so calls with new lengths reuse compiled code.
 from __future__ import annotations
 
 from collections import Counter
-from functools import partial
+from functools import lru_cache, wraps
 from typing import NamedTuple
 
 import jax
@@ -32,11 +32,50 @@ __all__ = [
     "PREDICT_CHUNK",
 ]
 
+
 #: Chunk lengths (in filter steps) that the scan is compiled for.
 STEP_BUCKETS = (1, 8, 64, 512)
 #: Rows per prediction call; every row is always computed in a batch of this size,
 #: so predictions do not depend on which other rows are predicted with it.
 PREDICT_CHUNK = 256
+
+#: XLA options of every compiled entry point, on CPU. XLA (jaxlib 0.10) hands loop
+#: fusions that mix pads, reductions and elementwise work (the per-row Jacobians of a
+#: flat parameter vector) to YNNPACK, which ran them about 10x slower than XLA's own
+#: emitter here (DIAG, P = 40k: 4.0 -> 0.4 ms per step); with this option only dots go
+#: to YNNPACK. Per-computation options leave the user's other JAX programs alone.
+CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+
+
+@lru_cache(maxsize=None)
+def _compiler_options(backend: str) -> tuple[tuple[str, str], ...]:
+    """``CPU_COMPILER_OPTIONS`` on a CPU backend whose jaxlib accepts them, else none."""
+    if backend != "cpu":
+        return ()
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=CPU_COMPILER_OPTIONS).lower(1.0).compile()
+    except Exception:  # an option this jaxlib does not know: keep XLA's defaults
+        return ()
+    return tuple(CPU_COMPILER_OPTIONS.items())
+
+
+def _jit(static_argnames):
+    """``jax.jit`` with the backend's compiler options, chosen at the first call (not at
+    import, which must not start a JAX backend)."""
+
+    def decorate(fun):
+        compiled = {}
+
+        @wraps(fun)
+        def call(*args, **kwargs):
+            options = _compiler_options(jax.default_backend())
+            if options not in compiled:
+                compiled[options] = jax.jit(fun, static_argnames=static_argnames, compiler_options=dict(options))
+            return compiled[options](*args, **kwargs)
+
+        return call
+
+    return decorate
 
 _TRACES: Counter = Counter()
 
@@ -73,7 +112,7 @@ class Hyperparameters(NamedTuple):
     learning_rate: jax.Array = 1.0
 
 
-@partial(jax.jit, static_argnames=("config", "record"))
+@_jit(static_argnames=("config", "record"))
 def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
     _TRACES["filter"] += 1
     family = config.family
@@ -209,7 +248,7 @@ def _padded_blocks(X: np.ndarray, dtype):
         yield jnp.asarray(_pad_rows(chunk, PREDICT_CHUNK), dtype), chunk.shape[0]
 
 
-@partial(jax.jit, static_argnames=("config", "predictive"))
+@_jit(static_argnames=("config", "predictive"))
 def _predict_chunk(config: FilterConfig, predictive, state, x, obs_noise, key):
     _TRACES["predict"] += 1
     return predictive(config.apply_fn, config.likelihood, config.family, state, x, obs_noise, key)
@@ -248,7 +287,7 @@ def predict_distribution(config: FilterConfig, predictive, state, X, obs_noise=1
     return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))
 
 
-@partial(jax.jit, static_argnames="config")
+@_jit(static_argnames="config")
 def _outputs_at(config: FilterConfig, params, x):
     _TRACES["predict"] += 1
     f = jax.vmap(config.apply_fn, in_axes=(0, None))(params, x)
@@ -278,7 +317,7 @@ def predict_at(config: FilterConfig, params, X) -> np.ndarray:
     return np.concatenate(outs, axis=1)
 
 
-@partial(jax.jit, static_argnames=("config", "n_samples"))
+@_jit(static_argnames=("config", "n_samples"))
 def _sample(config: FilterConfig, state, key, n_samples: int):
     return config.family.sample(state, key, n_samples)
 

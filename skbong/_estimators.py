@@ -257,9 +257,15 @@ class _BaseBONG(BaseEstimator):
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
                 "not positive) during the update; the "
-                "estimator keeps its previous state. Moment-parameter families lose "
-                "positive definiteness when sigma0^2 times the curvature exceeds 1: "
-                "lower sigma0, scale the inputs, or use family='fc', 'diag' or 'dlr'."
+                "estimator keeps its previous state. "
+                + (
+                    "Moment-parameter families lose positive definiteness when sigma0^2 "
+                    "times the curvature exceeds 1: lower sigma0, scale the inputs, or use "
+                    "family='fc', 'diag' or 'dlr'."
+                    if self.family in ("fc_mom", "diag_mom")
+                    else "The prior is too wide for this network and data: lower sigma0 "
+                    "(or the learning rate) or scale the inputs."
+                )
             )
         if record is not None:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -400,7 +406,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         ``DLRState``); its first field is the posterior mean of the flat weights.
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during ``fit``, when ``X`` has string column names.
     n_iter_ : int
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
@@ -659,7 +665,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Observation variance used.
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during ``fit``, when ``X`` has string column names.
     n_iter_ : int
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.

@@ -163,7 +163,7 @@ def make_config(
 
 
 def make_predictive(name: str, likelihood: str, n_samples: int = 100):
-    """The predictive value for ``name`` (see :mod:`skbong.core._predictive`).
+    """The predictive value for ``name`` (LO-FI Appendix B), e.g. ``Probit()``.
 
     Parameters
     ----------
@@ -171,6 +171,10 @@ def make_predictive(name: str, likelihood: str, n_samples: int = 100):
     likelihood : {"gaussian", "categorical"}
     n_samples : int
         Draws ``S`` of "mc" and "linearized_mc".
+
+    Returns
+    -------
+    PluginPredictive, LinearizedGaussian, Probit, LinearizedMonteCarlo or MonteCarlo
 
     Raises
     ------

@@ -23,7 +23,17 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 
 class MLP(nnx.Module):
-    """Multi-layer perceptron; LeCun-normal weights and zero biases (LO-FI Sec. 3.4)."""
+    """Multi-layer perceptron; LeCun-normal weights and zero biases (LO-FI Sec. 3.4).
+
+    Parameters
+    ----------
+    sizes : tuple of int
+        Layer widths, input first and output last.
+    activation : str
+        Hidden-layer activation, one of ``ACTIVATIONS``; the output layer is linear.
+    rngs : flax.nnx.Rngs
+        Randomness of the initial weights.
+    """
 
     def __init__(self, sizes: tuple[int, ...], activation: str, rngs: nnx.Rngs):
         self.layers = nnx.List(
@@ -32,6 +42,7 @@ class MLP(nnx.Module):
         self.activation = ACTIVATIONS[activation]
 
     def __call__(self, x: jax.Array) -> jax.Array:
+        """Outputs ``(B, sizes[-1])`` of a batch ``x`` ``(B, sizes[0])``."""
         for layer in self.layers[:-1]:
             x = self.activation(layer(x))
         return self.layers[-1](x)

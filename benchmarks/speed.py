@@ -1,0 +1,235 @@
+"""Time per observation and compile time against the number of parameters P.
+
+Models: MLPs 784-h-10 (ReLU) of growing width h on MNIST inputs (the stream of
+``skbong.datasets.mnist_stream``), so P = 795 h + 10 runs from 0.8k to 400k. Methods:
+BONG with LIN-HESS and MC-EF (M = 10) on DIAG, DLR-10 and, while its P x P covariance
+fits comfortably in memory, FC. One observation per step (batch_size = 1), float32.
+
+For each cell: compile time (first call of ``run_filter`` on 64 rows, 8 for FC and P > 50k, minus
+the steady cost of those rows), steady time per step (median of 3 further calls), and
+XLA's own count of FLOPs and bytes accessed by one step (``cost_analysis`` of the
+compiled predict + update of one observation; its bytes count every operand access,
+cached or not, so they are reported but not used for the floor). The floor of a step is
+``max(FLOPs / matmul rate, 2 x belief bytes / bandwidth)``: the arithmetic at the
+measured matmul rate, or reading and writing the belief once at the measured bandwidth,
+both measured here, on the same cores, before the sweep (a 2048^2 float32 matmul and an
+in-place add over 128 MB, in JAX). The slope of log(time) against log(P) is fitted over P >= 10k per method.
+
+Targets (issue 5; the paper's reference implementation on this machine type):
+DLR-10 LIN-HESS at most 0.3x 0.37 / 1.8 / 14.4 / 68.7 ms at P = 0.8k / 10k / 100k /
+400k (linear interpolation in log-log between these for the sizes in between).
+
+Writes ``results/speed.md`` and ``results/speed.png``.
+
+    python benchmarks/speed.py            # all sizes
+    python benchmarks/speed.py --quick    # three small sizes, for checking the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from _report import RESULTS, markdown_table, write
+from skbong.core import Hyperparameters, MLPSpec, apply_rule, make_config, run_filter
+from skbong.datasets import mnist_stream
+
+WIDTHS = (1, 4, 13, 40, 126, 252, 503)
+# FC holds a P x P covariance (0.5 GB at P = 11k in float32); MC-EF on FC also samples
+# through a P x P Cholesky factor every step, O(P^3).
+FC_MAX_PARAMS = {"lin_hess": 11_000, "mc_ef": 1_000}
+REFERENCE_DLR = {805: 0.37, 10_000: 1.8, 100_000: 14.4, 400_000: 68.7}  # ms per step
+TARGET_RATIO = 0.3
+# Rows per timed call: a step bucket of run_filter, so every call reuses one compiled scan;
+# fewer for the slow cells.
+N_ROWS, N_ROWS_SLOW = 64, 8
+SIGMA0 = 0.3
+
+
+def machine_rates() -> tuple[float, float]:
+    """Measured float32 matmul rate (FLOP/s) and streaming bandwidth (bytes/s) in JAX."""
+    a = jnp.ones((2048, 2048), jnp.float32)
+    matmul = jax.jit(lambda a: a @ a)
+    matmul(a).block_until_ready()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        matmul(a).block_until_ready()
+        times.append(time.perf_counter() - start)
+    flops = 2 * 2048**3 / min(times)
+    # 128 MB updated in place (donated), so no fresh pages are faulted in per call.
+    x = jnp.ones(32 * 2**20, jnp.float32)
+    add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    x = add(x).block_until_ready()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        x = add(x).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return flops, 2 * x.nbytes / min(times)
+
+
+def step_cost(config, state, x, y) -> tuple[float, float]:
+    """XLA's FLOPs and bytes accessed for one predict + update of one observation."""
+    hyper = Hyperparameters(*(jnp.asarray(v, jnp.float32) for v in (1.0, 1.0, 0.0, 1.0)))
+
+    def one_step(state, x, y, key):
+        prior = config.family.predict(state, hyper.dynamics_decay, hyper.process_noise)
+
+        def curvature_at(current, inner_key):
+            return config.estimator(
+                config.apply_fn, config.likelihood, config.family, current, x, y,
+                jnp.ones(1, bool), hyper.obs_noise, inner_key,
+            )
+
+        return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
+
+    compiled = jax.jit(one_step).lower(state, x, y, jax.random.PRNGKey(0)).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float(cost.get("flops", np.nan)), float(cost.get("bytes accessed", np.nan))
+
+
+def time_cell(width: int, family: str, hessian: str, X: np.ndarray, Y: np.ndarray) -> dict:
+    spec = MLPSpec(784, (width,), 10, "relu")
+    n_rows = N_ROWS_SLOW if family == "fc" or spec.n_params > 50_000 else N_ROWS
+    config = make_config(spec.apply, "categorical", family=family, rank=10, hessian=hessian)
+    state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(SIGMA0))
+    hyper = Hyperparameters(1.0, 1.0, 0.0, 1.0)
+    start = time.perf_counter()
+    first = run_filter(config, state, X[:n_rows], Y[:n_rows], hyper)
+    jax.block_until_ready(first)
+    first_seconds = time.perf_counter() - start
+    steady = []
+    current = first
+    for rep in range(3):
+        rows = slice((rep + 1) * n_rows, (rep + 2) * n_rows)
+        start = time.perf_counter()
+        current = run_filter(config, current, X[rows], Y[rows], hyper, n_seen=(rep + 1) * n_rows)
+        jax.block_until_ready(current)
+        steady.append(time.perf_counter() - start)
+    per_step = float(np.median(steady)) / n_rows
+    flops, nbytes = step_cost(config, state, jnp.asarray(X[:1]), jnp.asarray(Y[:1]))
+    finite = bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current))
+    state_bytes = 2 * sum(leaf.nbytes for leaf in current)  # read and write the belief once
+    return {
+        "P": spec.n_params,
+        "family": family,
+        "hessian": hessian,
+        "ms": 1e3 * per_step,
+        "compile_s": first_seconds - per_step * n_rows,
+        "flops": flops,
+        "bytes": nbytes,
+        "state_bytes": state_bytes,
+        "finite": finite,
+    }
+
+
+def reference_ms(n_params: int) -> float:
+    """The reference DLR-10 time, interpolated log-log between the given sizes."""
+    sizes = np.log(list(REFERENCE_DLR))
+    times = np.log(list(REFERENCE_DLR.values()))
+    return float(np.exp(np.interp(np.log(n_params), sizes, times)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three small sizes only")
+    args = parser.parse_args()
+    widths = WIDTHS[:3] if args.quick else WIDTHS
+    X, y, _, _ = mnist_stream(seed=0)
+    X = X[: 4 * N_ROWS].astype(np.float32)
+    Y = np.eye(10, dtype=np.float32)[y[: 4 * N_ROWS]]
+    flop_rate, bandwidth = machine_rates()
+    print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s", flush=True)
+
+    cells = []
+    for width in widths:
+        for family in ("diag", "dlr", "fc"):
+            n_params = MLPSpec(784, (width,), 10, "relu").n_params
+            for hessian in ("lin_hess", "mc_ef"):
+                if family == "fc" and n_params > FC_MAX_PARAMS[hessian]:
+                    continue
+                cell = time_cell(width, family, hessian, X, Y)
+                cell["floor_ms"] = 1e3 * max(cell["flops"] / flop_rate, cell["state_bytes"] / bandwidth)
+                cells.append(cell)
+                print(
+                    f"P={cell['P']:>7} {family:>4} {hessian:>8}: {cell['ms']:8.3f} ms/step, "
+                    f"compile {cell['compile_s']:5.2f} s, floor {cell['floor_ms']:.3f} ms",
+                    flush=True,
+                )
+            jax.clear_caches()  # many distinct programs: keep the process's memory maps bounded
+
+    rows = []
+    for cell in cells:
+        target = ""
+        if cell["family"] == "dlr" and cell["hessian"] == "lin_hess":
+            ref = reference_ms(cell["P"])
+            ratio = cell["ms"] / ref
+            target = f"{ref:.2f} ms ref; {ratio:.2f}x ({'met' if ratio <= TARGET_RATIO else 'missed'})"
+        rows.append(
+            [
+                cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}", f"{cell['compile_s']:.2f}",
+                f"{cell['flops'] / 1e6:.1f}", f"{cell['bytes'] / 1e6:.1f}", f"{cell['floor_ms']:.3f}",
+                f"{cell['ms'] / cell['floor_ms']:.1f}", target, "" if cell["finite"] else "non-finite",
+            ]
+        )
+    slopes = []
+    for family in ("diag", "dlr", "fc"):
+        for hessian in ("lin_hess", "mc_ef"):
+            sel = [c for c in cells if c["family"] == family and c["hessian"] == hessian and c["P"] >= 10_000]
+            if len(sel) >= 2:
+                slope = np.polyfit(np.log([c["P"] for c in sel]), np.log([c["ms"] for c in sel]), 1)[0]
+                slopes.append([family, hessian, f"{slope:.2f}", len(sel)])
+    header = ["P", "family", "hessian", "ms/step", "compile s", "MFLOP/step", "MB/step", "floor ms",
+              "x floor", "DLR-10 target (0.3x ref)", "note"]
+    table = markdown_table(header, rows)
+    print(table)
+    body = "\n\n".join(
+        [
+            f"Measured rates on these cores: matmul {flop_rate / 1e9:.1f} GFLOP/s (2048^2 float32), "
+            f"bandwidth {bandwidth / 1e9:.1f} GB/s (in-place add over 128 MB). FLOPs and bytes per step are "
+            "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
+            "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
+            table,
+            "Slope of log(ms/step) against log(P), P >= 10k:",
+            markdown_table(["family", "hessian", "slope", "sizes"], slopes),
+            "![time per step against P](speed.png)",
+        ]
+    )
+    name = "speed_quick" if args.quick else "speed"
+    path = write(name, "Time per observation against P (MLP 784-h-10 on MNIST)", body)
+    plot(cells, RESULTS / f"{name}.png")
+    print(f"wrote {path}")
+
+
+def plot(cells, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_time, ax_compile) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for family in ("diag", "dlr", "fc"):
+        for hessian, style in (("lin_hess", "-o"), ("mc_ef", "--s")):
+            sel = [c for c in cells if c["family"] == family and c["hessian"] == hessian]
+            if sel:
+                label = f"{family} {hessian}"
+                ax_time.loglog([c["P"] for c in sel], [c["ms"] for c in sel], style, label=label)
+                ax_compile.semilogx([c["P"] for c in sel], [c["compile_s"] for c in sel], style, label=label)
+    sizes = np.array(sorted(REFERENCE_DLR))
+    ax_time.loglog(sizes, [REFERENCE_DLR[s] for s in sizes], "k:", label="reference DLR-10")
+    ax_time.loglog(sizes, [TARGET_RATIO * REFERENCE_DLR[s] for s in sizes], "r:", label="target (0.3x)")
+    ax_time.set(xlabel="parameters P", ylabel="ms per observation", title="steady state")
+    ax_compile.set(xlabel="parameters P", ylabel="seconds", title="compile time")
+    ax_time.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

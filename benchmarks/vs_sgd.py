@@ -40,7 +40,6 @@ import time
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.linear_model import SGDClassifier
 from sklearn.metrics import log_loss

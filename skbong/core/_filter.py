@@ -77,6 +77,7 @@ def _jit(static_argnames):
 
     return decorate
 
+
 _TRACES: Counter = Counter()
 
 

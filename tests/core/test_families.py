@@ -145,14 +145,14 @@ def test_dlr_projection_preserves_diagonal_of_precision_and_uses_unprojected_mea
 
 
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])
-@pytest.mark.parametrize("q", [0.05, 0.0])  # DLR takes a shortcut when q = 0
-def test_predict_step_matches_dense_recursion(family, q, x64):
+# DLR takes a shortcut when q = 0, and leaves the belief as it is when also gamma = 1.
+@pytest.mark.parametrize("q, decay", [(0.05, 0.9), (0.0, 0.9), (0.0, 1.0)])
+def test_predict_step_matches_dense_recursion(family, q, decay, x64):
     # LO-FI Algorithm 2 (Eqs. 19, 25) for DLR; Sigma <- gamma^2 Sigma + q I for all.
     spec, X, Y = _mlp_stream(n=8, seed=4)
     config = make_config(spec.apply, "categorical", family, rank=3)
     state = config.family.init(jnp.asarray(spec.init_params(2), jnp.float64), jnp.asarray(0.6))
     state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
-    decay = 0.9
     predicted = config.family.predict(state, jnp.asarray(decay), jnp.asarray(q))
     cov = np.asarray(config.family.covariance(state))
     expected = decay**2 * cov + q * np.eye(cov.shape[0])

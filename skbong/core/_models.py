@@ -52,7 +52,9 @@ def flatten_module(module: nnx.Module) -> tuple[Callable[[jax.Array, jax.Array],
     """Turn a flax NNX module into ``(apply, params_flat)`` with ``apply(params_flat, x)`` pure.
 
     ``apply`` computes in the dtype of ``params_flat`` (float32 or float64), whatever the
-    dtype the module was initialised in.
+    dtype the module was initialised in. Each call returns a new ``apply`` function, and
+    the filter's compiled code is cached per function: call this once per module and
+    reuse ``apply``, or every run compiles again.
     """
     graphdef, params = nnx.split(module)
     return _pure_apply(graphdef, params), ravel_pytree(params)[0]

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from _report import RESULTS, markdown_table, write
-from skbong.core import Hyperparameters, MLPSpec, apply_rule, make_config, run_filter
+from skbong.core import Hyperparameters, MLPSpec, make_config, run_filter, update_step
 from skbong.datasets import mnist_stream
 
 WIDTHS = (1, 4, 13, 40, 126, 252, 503)
@@ -79,14 +79,7 @@ def step_cost(config, state, x, y) -> tuple[float, float]:
 
     def one_step(state, x, y, key):
         prior = config.family.predict(state, hyper.dynamics_decay, hyper.process_noise)
-
-        def curvature_at(current, inner_key):
-            return config.estimator(
-                config.apply_fn, config.likelihood, config.family, current, x, y,
-                jnp.ones(1, bool), hyper.obs_noise, inner_key,
-            )
-
-        return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
+        return update_step(config, prior, x, y, jnp.ones(1, bool), hyper, key)
 
     compiled = jax.jit(one_step).lower(state, x, y, jax.random.PRNGKey(0)).compile()
     cost = compiled.cost_analysis()

@@ -62,6 +62,7 @@ from ._filter import (
     run_filter,
     sample_posterior,
     trace_count,
+    update_step,
 )
 from ._likelihoods import Categorical, Gaussian
 from ._models import ACTIVATIONS, MLP, MLPSpec, flatten_module
@@ -132,6 +133,7 @@ __all__ = [
     "output_moments",
     "run_filter",
     "trace_count",
+    "update_step",
     "undefined_reason",
 ]
 

@@ -28,6 +28,7 @@ __all__ = [
     "predict_at",
     "sample_posterior",
     "trace_count",
+    "update_step",
     "STEP_BUCKETS",
     "PREDICT_CHUNK",
 ]
@@ -113,18 +114,45 @@ class Hyperparameters(NamedTuple):
     learning_rate: jax.Array = 1.0
 
 
+def update_step(config: FilterConfig, prior, x, y, mask, hyper: Hyperparameters, key):
+    """One update of the predicted belief ``prior`` with the rows ``x, y`` where ``mask``.
+
+    The body of every filter step after the predict step (not jitted on its own; the
+    benchmarks compile it alone to count its FLOPs).
+
+    Parameters
+    ----------
+    config : FilterConfig
+    prior : family state NamedTuple
+        The belief after the predict step.
+    x : array of shape (B, D)
+    y : array of shape (B, C)
+    mask : bool array of shape (B,)
+        Rows that take part (padding rows do not).
+    hyper : Hyperparameters
+    key : PRNG key
+        Randomness of the stochastic estimators.
+
+    Returns
+    -------
+    state : the updated family state.
+    """
+
+    def curvature_at(current, inner_key):
+        return config.estimator(
+            config.apply_fn, config.likelihood, config.family, current, x, y, mask, hyper.obs_noise, inner_key
+        )
+
+    return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
+
+
 @_jit(static_argnames=("config", "record"))
 def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
     _TRACES["filter"] += 1
     family = config.family
 
     def update(prior, x, y, m, key):
-        def curvature_at(current, inner_key):
-            return config.estimator(
-                config.apply_fn, config.likelihood, family, current, x, y, m, hyper.obs_noise, inner_key
-            )
-
-        return apply_rule(config.rule, family, prior, curvature_at, hyper.learning_rate, key)
+        return update_step(config, prior, x, y, m, hyper, key)
 
     def body(carry, batch):
         state, t = carry

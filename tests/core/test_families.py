@@ -17,6 +17,7 @@ from skbong.core import (
     filter_posterior,
     make_config,
     run_filter,
+    update_step,
 )
 
 
@@ -50,6 +51,21 @@ def test_bong_lin_hess_fc_is_exact_for_linear_gaussian(batch_size, x64):
     mean, cov = _exact_posterior(X, y, mean0, 1.5, 0.25)
     np.testing.assert_allclose(state.mean, mean, rtol=1e-6)
     np.testing.assert_allclose(state.cov, cov, rtol=1e-6, atol=1e-6 * np.abs(cov).max())
+
+
+def test_update_step_is_one_kalman_update_and_ignores_masked_rows(x64):
+    # The filter's step body on its own: for a linear-Gaussian model, BONG-LIN-HESS-FC on
+    # two rows is the batch posterior of those rows; masked rows change nothing.
+    X, y = _linear_data(n=3)
+    mean0 = np.array([0.5, -0.2, 0.0, 0.1])
+    config = make_config(_linear, "gaussian", "fc")
+    prior = config.family.init(jnp.asarray(mean0), jnp.asarray(1.5))
+    hyper = Hyperparameters(*(jnp.asarray(v) for v in (0.25, 1.0, 0.0, 1.0)))
+    mask = jnp.asarray([True, True, False])
+    new = update_step(config, prior, jnp.asarray(X), jnp.asarray(y[:, None]), mask, hyper, jax.random.PRNGKey(0))
+    mean, cov = _exact_posterior(X[:2], y[:2], mean0, 1.5, 0.25)
+    np.testing.assert_allclose(new.mean, mean, rtol=1e-10)
+    np.testing.assert_allclose(new.cov, cov, rtol=1e-10, atol=1e-12)
 
 
 def test_fc_mom_step_is_kalman_without_epistemic_term(x64):

@@ -65,7 +65,7 @@ from ._filter import (
     update_step,
 )
 from ._likelihoods import Categorical, Gaussian
-from ._models import ACTIVATIONS, MLP, MLPSpec, flatten_module
+from ._models import ACTIVATIONS, MLP, MLPSpec, PatchConv, flatten_module
 from ._predictive import (
     CategoricalPredictive,
     GaussianPredictive,
@@ -110,6 +110,7 @@ __all__ = [
     "MLPSpec",
     "MonteCarloEF",
     "MonteCarloHessian",
+    "PatchConv",
     "PREDICT_CHUNK",
     "STEP_BUCKETS",
     "UNDEFINED",

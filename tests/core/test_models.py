@@ -1,0 +1,59 @@
+"""Model helpers: PatchConv against flax's own convolution, flatten_module's two cuts."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from skbong.core import PatchConv, flatten_module
+
+
+@pytest.mark.parametrize(
+    "kernel_size, padding, use_bias, n_in",
+    [((5, 5), "SAME", True, 1), ((4, 4), "SAME", True, 3), ((3, 3), "VALID", False, 2), ((3, 5), "SAME", True, 2)],
+)
+def test_patch_conv_equals_nnx_conv(kernel_size, padding, use_bias, n_in, x64):
+    # Same initialisation (a subclass) and, as patches @ kernel, the same outputs as XLA's
+    # convolution, including the asymmetric SAME padding of an even kernel.
+    def build(cls):
+        return cls(n_in, 6, kernel_size=kernel_size, padding=padding, use_bias=use_bias,
+                   param_dtype=jnp.float64, rngs=nnx.Rngs(0))
+
+    reference, patched = build(nnx.Conv), build(PatchConv)
+    np.testing.assert_array_equal(reference.kernel[...], patched.kernel[...])
+    x = jax.random.normal(jax.random.key(1), (3, 9, 11, n_in), jnp.float64)
+    np.testing.assert_allclose(patched(x), reference(x), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("options", [{"strides": 2}, {"kernel_dilation": 2}, {"padding": "CIRCULAR"}])
+def test_patch_conv_rejects_what_it_does_not_compute(options):
+    layer = PatchConv(1, 2, kernel_size=(3, 3), rngs=nnx.Rngs(0), **options)
+    with pytest.raises(NotImplementedError, match="stride 1"):
+        layer(jnp.ones((1, 6, 6, 1)))
+
+
+class _SmallCNN(nnx.Module):
+    def __init__(self, rngs):
+        self.conv = PatchConv(1, 3, kernel_size=(3, 3), rngs=rngs)
+        self.out = nnx.Linear(3 * 4 * 4, 2, rngs=rngs)
+
+    def __call__(self, x):
+        x = jax.nn.relu(self.conv(x.reshape(x.shape[0], 4, 4, 1)))
+        return self.out(x.reshape(x.shape[0], -1))
+
+
+def test_flatten_module_split_changes_nothing_but_the_cut(x64):
+    # Both cuts give the same function of params_flat, and so the same Jacobians.
+    module = _SmallCNN(nnx.Rngs(0))
+    by_slices, theta = flatten_module(module)
+    by_split, theta_split = flatten_module(module, split=True)
+    np.testing.assert_array_equal(theta, theta_split)
+    theta = theta.astype(jnp.float64)
+    x = jax.random.normal(jax.random.key(2), (5, 16), jnp.float64)
+    np.testing.assert_allclose(by_split(theta, x), by_slices(theta, x), rtol=1e-13)
+    np.testing.assert_allclose(
+        jax.jacrev(by_split)(theta, x), jax.jacfwd(by_slices)(theta, x), rtol=1e-11, atol=1e-13
+    )
+    # And the function is the module's own.
+    np.testing.assert_allclose(by_split(theta, x), module(x.astype(jnp.float32)), rtol=1e-5)

@@ -110,8 +110,6 @@ TARGETS = {
     ("mlp", "diag"): (0.851, 0.474, 2.3, 0.5),
 }
 COMPILE_TARGET_S = {"mlp": 2.0, "cnn": 3.0}
-#: Tolerance for "matches the reference": accuracy within 0.01, NLL within 10 %.
-ACC_TOLERANCE, NLL_TOLERANCE = 0.01, 0.10
 #: Cost of a step in ms of CPU time (process time of a quick run on a shared core, standing
 #: in for wall time on a quiet one; core as of 2026-11-23 13:50), used only for the printed
 #: estimate. BLR/BBB at I = 2, MC-EF at M = 10. The estimate is rescaled by the first
@@ -550,6 +548,15 @@ def runtime_table(model: str, results: dict) -> str:
     return markdown_table(["method", "ms / step (wall)", "CPU ms / step", "x BONG-LIN-HESS DLR-10", "compile s"], rows)
 
 
+def _within_se(shortfall: float, se: float) -> str:
+    """The issue's test: match or beat the reference within one standard error."""
+    if shortfall <= 0:
+        return "pass (beats)"
+    if not se > 0:
+        return "miss (one seed: no SE)"
+    return "pass (within 1 SE)" if shortfall <= se else f"miss ({shortfall / se:.1f} SE)"
+
+
 def target_rows(model: str, results: dict, settings: Settings) -> list[list[str]]:
     """Reference numbers beside ours with pass/miss."""
     rows = []
@@ -558,14 +565,13 @@ def target_rows(model: str, results: dict, settings: Settings) -> list[list[str]
             continue
         method = next(m for m in FIG2 if m.family_key == family_key)
         runs = results[(model, method)]
-        acc, _ = _mean_se(_values(runs, "acc", settings.steps))
-        nll, _ = _mean_se(_values(runs, "nll", settings.steps))
+        acc, acc_se = _mean_se(_values(runs, "acc", settings.steps))
+        nll, nll_se = _mean_se(_values(runs, "nll", settings.steps))
         ms, _ = _ms(runs)
         same_t = "" if settings.steps == 2000 else f" (ours at T={settings.steps}, reference at T=2000)"
-        rows.append([f"{method.label} accuracy{same_t}", f"{acc_ref:.3f}", f"{acc:.3f}", f"{acc / acc_ref:.3f}",
-                     "pass" if acc >= acc_ref - ACC_TOLERANCE else "miss"])
-        rows.append([f"{method.label} NLL{same_t}", f"{nll_ref:.3f}", f"{nll:.3f}", f"{nll / nll_ref:.3f}",
-                     "pass" if nll <= nll_ref * (1 + NLL_TOLERANCE) else "miss"])
+        rows.append([f"{method.label} accuracy{same_t}", f"{acc_ref:.3f}", _cell(_values(runs, "acc", settings.steps)), f"{acc / acc_ref:.3f}", _within_se(acc_ref - acc, acc_se)])
+        rows.append([f"{method.label} NLL{same_t}", f"{nll_ref:.3f}", _cell(_values(runs, "nll", settings.steps)),
+                     f"{nll / nll_ref:.3f}", _within_se(nll - nll_ref, nll_se)])
         rows.append([f"{method.label} ms / step (target <= {fraction:g}x = {fraction * ms_ref:.2f})", f"{ms_ref:.1f}",
                      f"{ms:.2f}", f"{ms / ms_ref:.3f}", "pass" if ms <= fraction * ms_ref else "miss"])
     compile_s = _COMPILE_S.get((model, HEADLINE))
@@ -799,7 +805,8 @@ def report(models: list[Model], results: dict, hp: dict, settings: Settings, not
         lines += ["", "### Targets (reference implementation on this machine, same protocol)", "",
                   markdown_table(["quantity", "reference", "ours", "ours / reference", "verdict"],
                                  target_rows(name, results, settings)),
-                  f"\nAccuracy passes within {ACC_TOLERANCE} of the reference, NLL within {NLL_TOLERANCE:.0%}."]
+                  "\nAccuracy and NLL pass when ours matches or beats the reference within one standard "
+                  "error over seeds (the issue's test); with one seed only an outright win passes."]
         lines += ["", "### Fig. 1: algorithms x Hessian estimators on DLR-10", "",
                   metric_table(name, FIG1, results, hp, settings)]
         lines += ["", "### Fig. 2: BONG-LIN-HESS on each family", "", metric_table(name, FIG2, results, hp, settings)]

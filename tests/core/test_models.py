@@ -13,7 +13,8 @@ from skbong.core import PatchConv, flatten_module
     "kernel_size, padding, use_bias, n_in",
     [((5, 5), "SAME", True, 1), ((4, 4), "SAME", True, 3), ((3, 3), "VALID", False, 2), ((3, 5), "SAME", True, 2)],
 )
-def test_patch_conv_equals_nnx_conv(kernel_size, padding, use_bias, n_in, x64):
+@pytest.mark.parametrize("n_rows", [3, PatchConv.max_patch_rows + 1])  # patches; XLA's convolution
+def test_patch_conv_equals_nnx_conv(kernel_size, padding, use_bias, n_in, n_rows, x64):
     # Same initialisation (a subclass) and, as patches @ kernel, the same outputs as XLA's
     # convolution, including the asymmetric SAME padding of an even kernel.
     def build(cls):
@@ -22,7 +23,7 @@ def test_patch_conv_equals_nnx_conv(kernel_size, padding, use_bias, n_in, x64):
 
     reference, patched = build(nnx.Conv), build(PatchConv)
     np.testing.assert_array_equal(reference.kernel[...], patched.kernel[...])
-    x = jax.random.normal(jax.random.key(1), (3, 9, 11, n_in), jnp.float64)
+    x = jax.random.normal(jax.random.key(1), (n_rows, 9, 11, n_in), jnp.float64)
     np.testing.assert_allclose(patched(x), reference(x), rtol=1e-12, atol=1e-12)
 
 

@@ -91,8 +91,11 @@ class PatchConv(nnx.Conv):
             # XLA's SAME: the extra row/column of an even kernel goes after.
             x = jnp.pad(x, ((0, 0), ((kh - 1) // 2, kh // 2), ((kw - 1) // 2, kw // 2), (0, 0)))
         h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
-        # Feature (i, j, c) of a patch multiplies kernel[i, j, c, :]: the kernel's row-major order.
-        patches = jnp.concatenate([x[:, i : i + h, j : j + w, :] for i in range(kh) for j in range(kw)], axis=3)
+        # Feature (i, j, c) of a patch multiplies kernel[i, j, c, :]: the kernel's row-major
+        # order. Rows then columns: kh + kw slices rather than kh * kw (a smaller program).
+        rows = jnp.stack([x[:, i : i + h] for i in range(kh)], axis=3)  # (B, h, W, kh, C)
+        patches = jnp.stack([rows[:, :, j : j + w] for j in range(kw)], axis=4)  # (B, h, w, kh, kw, C)
+        patches = patches.reshape(*patches.shape[:3], kh * kw * c_in)
         y = patches @ kernel.reshape(kh * kw * c_in, c_out).astype(x.dtype)
         if self.bias is not None:
             y = y + self.bias[...].astype(x.dtype)

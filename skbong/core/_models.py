@@ -56,7 +56,7 @@ class PatchConv(nnx.Conv):
     inputs ``(B, H, W, C_in)``. XLA:CPU runs the small convolutions of per-row
     Jacobians (kernel gradients over a 14 x 14 window, ten output cotangents at a time)
     at 1-3 GFLOP/s; as patches they are matrix products. On the BONG paper's MNIST CNN
-    this takes the DIAG step from 31 to 5.6 ms and DLR-10 from 41 to 12 ms on one core
+    this takes the DIAG step from 33 to 5.6 ms and DLR-10 from 41 to 12 ms on one core
     (``benchmarks/mnist_stream.py``). Other settings raise ``NotImplementedError``.
 
     Batches of more than ``max_patch_rows`` rows (a class attribute, 16) go through
@@ -69,8 +69,6 @@ class PatchConv(nnx.Conv):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """Outputs ``(B, H', W', C_out)`` of ``x`` ``(B, H, W, C_in)``."""
-        if x.ndim == 4 and x.shape[0] > self.max_patch_rows:
-            return super().__call__(x)
         kernel = self.kernel[...]
         unsupported = (
             kernel.ndim != 4
@@ -86,6 +84,8 @@ class PatchConv(nnx.Conv):
                 "PatchConv supports 2-D inputs (B, H, W, C), stride 1, no dilation, one feature "
                 "group and 'SAME' or 'VALID' padding; use nnx.Conv otherwise"
             )
+        if x.shape[0] > self.max_patch_rows:
+            return super().__call__(x)
         kh, kw, c_in, c_out = kernel.shape
         if self.padding == "SAME":
             # XLA's SAME: the extra row/column of an even kernel goes after.

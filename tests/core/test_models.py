@@ -28,10 +28,12 @@ def test_patch_conv_equals_nnx_conv(kernel_size, padding, use_bias, n_in, n_rows
 
 
 @pytest.mark.parametrize("options", [{"strides": 2}, {"kernel_dilation": 2}, {"padding": "CIRCULAR"}])
-def test_patch_conv_rejects_what_it_does_not_compute(options):
+@pytest.mark.parametrize("n_rows", [1, PatchConv.max_patch_rows + 1])
+def test_patch_conv_rejects_what_it_does_not_compute(options, n_rows):
+    # Whatever the batch size, so a layer does not work on large batches only.
     layer = PatchConv(1, 2, kernel_size=(3, 3), rngs=nnx.Rngs(0), **options)
     with pytest.raises(NotImplementedError, match="stride 1"):
-        layer(jnp.ones((1, 6, 6, 1)))
+        layer(jnp.ones((n_rows, 6, 6, 1)))
 
 
 class _SmallCNN(nnx.Module):

@@ -19,6 +19,13 @@ Targets (issue 5; the paper's reference implementation on this machine type):
 DLR-10 LIN-HESS at most 0.3x 0.37 / 1.8 / 14.4 / 68.7 ms at P = 0.8k / 10k / 100k /
 400k (linear interpolation in log-log between these for the sizes in between).
 
+Then the same timings for the two models of ``mnist_stream`` (MLP 784-50-10 and the paper's
+CNN) with BONG-LIN-HESS, against the issue's figures for them (ms per step, compile time).
+
+The reference figures were measured on this machine type with both of its cores, so the
+committed results come from an unpinned run (both cores, XLA's default threads; nothing else
+running). The header line says which cores the process had.
+
 Writes ``results/speed.md`` and ``results/speed.png``.
 
     python benchmarks/speed.py            # all sizes
@@ -37,6 +44,7 @@ import numpy as np
 from _report import RESULTS, markdown_table, write
 from skbong.core import Hyperparameters, MLPSpec, make_config, run_filter, update_step
 from skbong.datasets import mnist_stream
+from mnist_stream import build_model
 
 WIDTHS = (1, 4, 13, 40, 126, 252, 503)
 # FC holds a P x P covariance (0.5 GB at P = 11k in float32); MC-EF on FC also samples
@@ -44,6 +52,9 @@ WIDTHS = (1, 4, 13, 40, 126, 252, 503)
 FC_MAX_PARAMS = {"lin_hess": 11_000, "mc_ef": 1_000}
 REFERENCE_DLR = {805: 0.37, 10_000: 1.8, 100_000: 14.4, 400_000: 68.7}  # ms per step
 TARGET_RATIO = 0.3
+#: mnist_stream's models, BONG-LIN-HESS: (model, family) -> (reference ms per step, ratio
+#: target, compile target s) from issue 5.
+MNIST_TARGETS = {("mlp", "dlr"): (5.9, 0.3, 2.0), ("mlp", "diag"): (2.3, 0.5, 2.0), ("cnn", "dlr"): (20.8, 0.3, 3.0)}
 # Rows per timed call: a step bucket of run_filter, so every call reuses one compiled scan;
 # fewer for the slow cells.
 N_ROWS, N_ROWS_SLOW = 64, 8
@@ -87,11 +98,17 @@ def step_cost(config, state, x, y) -> tuple[float, float]:
     return float(cost.get("flops", np.nan)), float(cost.get("bytes accessed", np.nan))
 
 
-def time_cell(width: int, family: str, hessian: str, X: np.ndarray, Y: np.ndarray) -> dict:
-    spec = MLPSpec(784, (width,), 10, "relu")
-    n_rows = N_ROWS_SLOW if family == "fc" or spec.n_params > 50_000 else N_ROWS
-    config = make_config(spec.apply, "categorical", family=family, rank=10, hessian=hessian)
-    state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(SIGMA0))
+def time_cell(width: int, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, model=None) -> dict:
+    """Compile time and steady time per step of the MLP 784-``width``-10, or of ``model`` (an
+    ``mnist_stream.Model``) on ``N_ROWS`` rows per call."""
+    if model is None:
+        spec = MLPSpec(784, (width,), 10, "relu")
+        apply, mean0, n_params = spec.apply, spec.init_params(0), spec.n_params
+        n_rows = N_ROWS_SLOW if family == "fc" or n_params > 50_000 else N_ROWS
+    else:
+        apply, mean0, n_params, n_rows = model.apply, model.init_mean(0), model.n_params, N_ROWS
+    config = make_config(apply, "categorical", family=family, rank=10, hessian=hessian)
+    state = config.family.init(jnp.asarray(mean0), jnp.float32(SIGMA0))
     hyper = Hyperparameters(1.0, 1.0, 0.0, 1.0)
     start = time.perf_counter()
     first = run_filter(config, state, X[:n_rows], Y[:n_rows], hyper)
@@ -110,7 +127,7 @@ def time_cell(width: int, family: str, hessian: str, X: np.ndarray, Y: np.ndarra
     finite = bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current))
     state_bytes = 2 * sum(leaf.nbytes for leaf in current)  # read and write the belief once
     return {
-        "P": spec.n_params,
+        "P": n_params,
         "family": family,
         "hessian": hessian,
         "ms": 1e3 * per_step,
@@ -157,6 +174,18 @@ def main():
                 )
             jax.clear_caches()  # many distinct programs: keep the process's memory maps bounded
 
+    mnist_rows = []
+    for (name, family), (ref, ratio_target, compile_target) in MNIST_TARGETS.items():
+        model = build_model(name)
+        cell = time_cell(0, family, "lin_hess", X, Y, model)
+        ratio = cell["ms"] / ref
+        mnist_rows.append([
+            model.label, cell["P"], family, f"{cell['ms']:.2f}", f"{ref} ms ref; {ratio:.2f}x "
+            f"(target {ratio_target}x: {'met' if ratio <= ratio_target else 'missed'})", f"{cell['compile_s']:.2f}",
+            f"{compile_target} s: {'met' if cell['compile_s'] <= compile_target else 'missed'}",
+        ])
+        print(" | ".join(str(c) for c in mnist_rows[-1]), flush=True)
+
     rows = []
     for cell in cells:
         target = ""
@@ -189,6 +218,10 @@ def main():
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
             table,
+            "The models of `mnist_stream` (the MLP 784-50-10 and the paper's CNN, built as there), "
+            f"BONG-LIN-HESS, timed as above ({N_ROWS} rows per call) against the issue's figures for them:",
+            markdown_table(["model", "P", "family", "ms/step", "vs reference", "compile s", "compile target"],
+                           mnist_rows),
             "Slope of log(ms/step) against log(P), P >= 10k:",
             markdown_table(["family", "hessian", "slope", "sizes"], slopes),
             "![time per step against P](speed.png)",

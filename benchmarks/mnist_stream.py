@@ -21,8 +21,9 @@ Protocol (BONG Sec. 5 and Appendix B.2, scaled to one CPU core):
   runs, and state them in the report). ``sigma0`` is tuned with
   BONG-LIN-HESS once per (model, family) and reused by every LIN-HESS row on that family,
   and with BONG-MC-EF once per model for the MC-EF rows (a smaller grid); the learning rates
-  of BLR, BOG and BBB are tuned with LIN-HESS on the MLP only and reused for MC-EF and for
-  the CNN (BBB's as a multiple of sigma0^2, which carries over between priors).
+  of BLR, BOG and BBB are tuned with LIN-HESS, on the MLP when both models run (on the CNN
+  when it runs alone), and reused for MC-EF and for the other model (BBB's as a multiple of
+  sigma0^2, which carries over between priors).
 * Final runs: seeds 0..S-1 (seed = stream shuffle, ``mu_0`` and Monte-Carlo draws); test
   accuracy and plug-in NLL at t = T/4, T/2, T (500, 1000, 2000), mean +- standard error, and
   the linearised (probit) predictive for the headline BONG-LIN-HESS DLR-10 rows (on the first

@@ -85,10 +85,6 @@ def _params(model, split, rho, obs_noise):
     return dict(MODELS[model], sigma0=math.sqrt(rho * obs_noise), obs_noise=obs_noise, random_state=split)
 
 
-def _rmse(model, X, y, y_std):
-    return y_std * float(np.sqrt(np.mean((model.predict(X) - y) ** 2)))
-
-
 def check_invariance():
     """Largest change of the test predictions (standardised units) when sigma0^2 and R are
     both scaled by 10, for each family (should be float32 round-off)."""
@@ -176,10 +172,15 @@ def _mean_se(values):
     return values.mean(), values.std(ddof=1) / math.sqrt(len(values))
 
 
+def _names(results) -> list[str]:
+    """The data sets in ``results``, in the order they ran."""
+    return list(dict.fromkeys(name for name, _ in results))
+
+
 def tables(results, n_splits):
     rmse_header = ["data set", "n train", "ours DLR-10", "ours FC"] + list(PAPER) + ["target DLR-10", "DLR-10 vs target"]
     rmse_rows, extra_rows, hyper_rows = [], [], []
-    for name in dict.fromkeys(name for name, _ in results):
+    for name in _names(results):
         ours = {model: _mean_se([r["rmse"] for r in results[(name, model)]]) for model in MODELS}
         dlr_mean, dlr_se = ours["DLR-10"]
         target = TARGET_DLR10[name]
@@ -239,7 +240,7 @@ def plot(results, path):
         ("ours FC", lambda name: _mean_se([r["rmse"] for r in results[(name, "FC")]]), "C3"),
         ("paper FCEKF", lambda name: PAPER["FCEKF (T3)"][name], "C1"),
     ]
-    names = list(dict.fromkeys(name for name, _ in results))
+    names = _names(results)
     fig, axes = plt.subplots(1, len(names), figsize=(2.6 * len(names), 3.4), squeeze=False)
     axes = axes[0]
     for ax, name in zip(axes, names):
@@ -297,7 +298,8 @@ def main():
         "Tables 4 and 5; we take the one-pass FCEKF numbers from Table 3. Table 3 also gives the same "
         "yacht value (4.66 +- 0.83) for spherical and diagonal LO-FI.\n\n"
         "Hyperparameters, chosen on every split separately from its training rows only, by "
-        f"{args.folds}-fold cross-validation (the training rows shuffled and cut into {VAL_FOLDS} folds; "
+        + (f"{VAL_FOLDS}-fold" if args.folds == VAL_FOLDS else f"{args.folds}-of-{VAL_FOLDS}-fold")
+        + f" cross-validation (the training rows shuffled and cut into {VAL_FOLDS} folds; "
         "each fold used is scored by a fit on the others; RMSE pooled over the folds' rows). The posterior mean "
         "depends on sigma0 and R only through rho = sigma0^2 / R (checked: scaling both by 10 moved "
         f"the test predictions by at most {max(invariance.values()):.1e} in standardised units), so "

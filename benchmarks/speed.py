@@ -44,7 +44,7 @@ import numpy as np
 from _report import RESULTS, markdown_table, write
 from skbong.core import Hyperparameters, MLPSpec, make_config, run_filter, update_step
 from skbong.datasets import mnist_stream
-from mnist_stream import build_model
+from mnist_stream import Model, build_model
 
 WIDTHS = (1, 4, 13, 40, 126, 252, 503)
 # FC holds a P x P covariance (0.5 GB at P = 11k in float32); MC-EF on FC also samples
@@ -98,17 +98,16 @@ def step_cost(config, state, x, y) -> tuple[float, float]:
     return float(cost.get("flops", np.nan)), float(cost.get("bytes accessed", np.nan))
 
 
-def time_cell(width: int, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, model=None) -> dict:
-    """Compile time and steady time per step of the MLP 784-``width``-10, or of ``model`` (an
-    ``mnist_stream.Model``) on ``N_ROWS`` rows per call."""
-    if model is None:
-        spec = MLPSpec(784, (width,), 10, "relu")
-        apply, mean0, n_params = spec.apply, spec.init_params(0), spec.n_params
-        n_rows = N_ROWS_SLOW if family == "fc" or n_params > 50_000 else N_ROWS
-    else:
-        apply, mean0, n_params, n_rows = model.apply, model.init_mean(0), model.n_params, N_ROWS
-    config = make_config(apply, "categorical", family=family, rank=10, hessian=hessian)
-    state = config.family.init(jnp.asarray(mean0), jnp.float32(SIGMA0))
+def mlp_model(width: int) -> Model:
+    """The MLP 784-``width``-10 (ReLU) as an ``mnist_stream.Model``."""
+    spec = MLPSpec(784, (width,), 10, "relu")
+    return Model(f"mlp{width}", f"MLP 784-{width}-10", spec.apply, spec.init_params, spec.n_params)
+
+
+def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, n_rows: int) -> dict:
+    """Compile time and steady time per step of ``model``, ``n_rows`` rows per call."""
+    config = make_config(model.apply, "categorical", family=family, rank=10, hessian=hessian)
+    state = config.family.init(jnp.asarray(model.init_mean(0)), jnp.float32(SIGMA0))
     hyper = Hyperparameters(1.0, 1.0, 0.0, 1.0)
     start = time.perf_counter()
     first = run_filter(config, state, X[:n_rows], Y[:n_rows], hyper)
@@ -127,7 +126,7 @@ def time_cell(width: int, family: str, hessian: str, X: np.ndarray, Y: np.ndarra
     finite = bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current))
     state_bytes = 2 * sum(leaf.nbytes for leaf in current)  # read and write the belief once
     return {
-        "P": n_params,
+        "P": model.n_params,
         "family": family,
         "hessian": hessian,
         "ms": 1e3 * per_step,
@@ -160,11 +159,12 @@ def main():
     cells = []
     for width in widths:
         for family in ("diag", "dlr", "fc"):
-            n_params = MLPSpec(784, (width,), 10, "relu").n_params
+            model = mlp_model(width)
+            n_rows = N_ROWS_SLOW if family == "fc" or model.n_params > 50_000 else N_ROWS
             for hessian in ("lin_hess", "mc_ef"):
-                if family == "fc" and n_params > FC_MAX_PARAMS[hessian]:
+                if family == "fc" and model.n_params > FC_MAX_PARAMS[hessian]:
                     continue
-                cell = time_cell(width, family, hessian, X, Y)
+                cell = time_cell(model, family, hessian, X, Y, n_rows)
                 cell["floor_ms"] = 1e3 * max(cell["flops"] / flop_rate, cell["state_bytes"] / bandwidth)
                 cells.append(cell)
                 print(
@@ -177,7 +177,7 @@ def main():
     mnist_rows = []
     for (name, family), (ref, ratio_target, compile_target) in MNIST_TARGETS.items():
         model = build_model(name)
-        cell = time_cell(0, family, "lin_hess", X, Y, model)
+        cell = time_cell(model, family, "lin_hess", X, Y, N_ROWS)
         ratio = cell["ms"] / ref
         mnist_rows.append([
             model.label, cell["P"], family, f"{cell['ms']:.2f}", f"{ref} ms ref; {ratio:.2f}x "

@@ -217,6 +217,11 @@ def main():
             f"bandwidth {bandwidth / 1e9:.1f} GB/s (in-place add over 128 MB). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
+            "The issue's reference times were measured on this machine type (2 cores) without naming the "
+            "CPU, and hosts of this type differ: this project has seen both an AMD EPYC and an Intel Xeon, "
+            "with float32 matmul rates about 3x apart. A ratio to a reference time is therefore fair only "
+            "on the reference's CPU; 'x floor' (time over this host's own floor) is the measure that "
+            "compares across hosts.",
             table,
             "The models of `mnist_stream` (the MLP 784-50-10 and the paper's CNN, built as there), "
             f"BONG-LIN-HESS, timed as above ({N_ROWS} rows per call) against the issue's figures for them:",

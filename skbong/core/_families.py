@@ -460,9 +460,9 @@ class DiagonalLowRank:
             blocks = [state.low_rank, lr_root * curv.root]
         w_ext = jnp.concatenate(blocks, axis=1)
         k = w_ext.shape[1]
-        # The mean step is the Woodbury solve of _dlr_solve (Eq. 320). Its two vector
-        # products ride as one more column of the Gram and rotation products below, so W~
-        # is read four times per step instead of six.
+        # The mean step is the Woodbury solve of _dlr_solve (Eq. 320), with its two vector
+        # products carried as one more column of the Gram and rotation products below: no
+        # pass over the P x (R + C) factor W~ is spent on a vector product alone.
         scaled = direction / ups
         weighted = w_ext.T @ jnp.concatenate([w_ext / ups[:, None], scaled[:, None]], axis=1)
         coef = jnp.linalg.solve(jnp.eye(k, dtype=ups.dtype) + weighted[:, :k], weighted[:, k])

@@ -13,18 +13,21 @@ split's training rows only (shuffled with a seed from the split; each fold in tu
 by a model that learns on the other four); the test rows are never used to choose anything.
 Two facts shape the search:
 
-* With static parameters (``dynamics_decay = 1``, ``process_noise = 0``) the posterior
-  mean after the linearised updates depends on ``sigma0`` and ``obs_noise`` = R only through
-  ``rho = sigma0^2 / R``: scaling the prior covariance and R by the same ``c`` leaves every
-  Kalman gain unchanged and scales every posterior covariance by ``c``. The script checks
-  this numerically before it starts. RMSE is therefore a function of ``rho`` alone, and
-  ``rho`` is chosen by validation RMSE: a coarse pass over ``log10 rho`` in
-  ``COARSE_LOG_RHO`` (fits at R = ``R_FIT``), then the two half-decade neighbours of the best.
-* At a fixed ``rho`` the predictive variance ``J Sigma J^T + R`` scales exactly by ``c``, so
+* The posterior mean after the linearised updates depends on ``sigma0``, ``obs_noise`` = R
+  and ``process_noise`` = q only through ``rho = sigma0^2 / R`` and ``q / R``: scaling the
+  prior covariance, q and R by the same ``c`` leaves every Kalman gain unchanged and scales
+  every posterior covariance by ``c``. The script checks this numerically before it starts.
+  RMSE is therefore a function of ``(rho, q / R)`` alone, chosen by validation RMSE: for each
+  ``q / R`` in ``Q_OVER_R`` (q = 0 is the static model; the LO-FI paper tunes q too, Sec. 3.4),
+  a coarse pass over ``log10 rho`` in ``COARSE_LOG_RHO`` (fits at R = ``R_FIT``), then the two
+  half-decade neighbours of the best; the best of those five points wins. ``dynamics_decay``
+  stays 1.
+* At a fixed ``(rho, q / R)`` the predictive variance ``J Sigma J^T + R`` scales exactly by ``c``, so
   the R that maximises the validation log-likelihood has a closed form,
   ``R = R_FIT * mean(e^2 / v)`` over the validation residuals ``e`` and predictive variances
   ``v`` of the fit at ``R_FIT``. The final model uses that R and ``sigma0 = sqrt(rho R)``
-  and learns on the whole training split. Test NLPD (original units) is reported beside RMSE.
+  and ``q = (q / R) R`` and learns on the whole training split. Test NLPD (original units) is
+  reported beside RMSE.
 
 The selection criterion is validation RMSE (the reported metric) rather than the paper's
 validation NLL (the paper tunes by Bayesian optimisation, Sec. 3.4 and Appendix C).
@@ -56,6 +59,10 @@ MODELS = {"DLR-10": dict(family="dlr", rank=10), "FC": dict(family="fc")}
 R_FIT = 0.1
 #: Coarse grid of log10(sigma0^2 / R); the search then tries the best value +- 0.5.
 COARSE_LOG_RHO = (-2.0, -1.0, 0.0, 1.0, 2.0, 3.0)
+#: Process noise q as a multiple of R (the LO-FI paper tunes q with the prior and R, Sec. 3.4).
+#: With q > 0 the belief keeps some uncertainty to the end of the pass, so late rows still move
+#: the weights; q = 0 is the static model. Cross-validation chooses q / R jointly with rho.
+Q_OVER_R = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)
 #: Cross-validation folds for the search: each value is scored on every fold's rows by a fit on
 #: the other folds. With one 20% holdout (one fold), the rho chosen on yacht's 55 validation
 #: rows varied over five decades between splits.
@@ -81,55 +88,62 @@ PAPER_SECONDS = {
 TARGET_DLR10 = {"boston": 3.72, "concrete": 6.66, "energy": 2.40, "wine": 0.641, "yacht": 3.51}
 
 
-def _params(model, split, rho, obs_noise):
-    return dict(MODELS[model], sigma0=math.sqrt(rho * obs_noise), obs_noise=obs_noise, random_state=split)
+def _params(model, split, rho, obs_noise, q_over_r=0.0):
+    return dict(MODELS[model], sigma0=math.sqrt(rho * obs_noise), obs_noise=obs_noise,
+                process_noise=q_over_r * obs_noise, random_state=split)
 
 
 def check_invariance():
-    """Largest change of the test predictions (standardised units) when sigma0^2 and R are
-    both scaled by 10, for each family (should be float32 round-off)."""
+    """Largest change of the test predictions (standardised units) when sigma0^2, R and q are
+    all scaled by 10, for each family (should be float32 round-off)."""
     data = uci_split("boston", 0)
     out = {}
     for model in MODELS:
-        a, b = (BONGRegressor(**_params(model, 0, 1.0, r)).fit(data.X_train, data.y_train) for r in (R_FIT, 10 * R_FIT))
+        a, b = (BONGRegressor(**_params(model, 0, 1.0, r, 1e-3)).fit(data.X_train, data.y_train) for r in (R_FIT, 10 * R_FIT))
         out[model] = float(np.max(np.abs(a.predict(data.X_test) - b.predict(data.X_test))))
     return out
 
 
 def tune(model, split, data, n_folds=VAL_FOLDS):
-    """``(log10 rho, R, fits made)`` chosen by cross-validation on the training rows.
+    """``(log10 rho, q / R, R, fits made)`` chosen by cross-validation on the training rows.
 
     The rows are shuffled (seeded by the split) and cut into ``VAL_FOLDS`` folds; the first
     ``n_folds`` of them serve in turn as the validation rows of a fit on all the others.
-    A value's score is the RMSE pooled over those validation rows."""
+    A value's score is the RMSE pooled over those validation rows. For each ``q / R`` in
+    ``Q_OVER_R`` rho is searched as described in the module docstring; the pair with the
+    lowest score wins."""
     n = data.X_train.shape[0]
     folds = np.array_split(np.random.default_rng(split).permutation(n), VAL_FOLDS)[:n_folds]
-    residuals = {}  # log_rho -> (validation residuals, predictive variances at R_FIT), pooled
+    residuals = {}  # (log_rho, q / R) -> (validation residuals, predictive variances at R_FIT), pooled
 
-    def score(log_rho):
-        if log_rho not in residuals:
+    def score(point):
+        if point not in residuals:
+            log_rho, q_over_r = point
             errors, variances = [], []
             try:
                 for val in folds:
                     learn = np.setdiff1d(np.arange(n), val)
-                    est = BONGRegressor(**_params(model, split, 10.0**log_rho, R_FIT))
+                    est = BONGRegressor(**_params(model, split, 10.0**log_rho, R_FIT, q_over_r))
                     est.fit(data.X_train[learn], data.y_train[learn])
                     mean, std = est.predict(data.X_train[val], return_std=True)
                     errors.append(mean - data.y_train[val]), variances.append(std**2)
-                residuals[log_rho] = (np.concatenate(errors), np.concatenate(variances))
+                residuals[point] = (np.concatenate(errors), np.concatenate(variances))
             except FloatingPointError:
-                residuals[log_rho] = None
-        if residuals[log_rho] is None or not np.all(np.isfinite(residuals[log_rho][0])):
+                residuals[point] = None
+        if residuals[point] is None or not np.all(np.isfinite(residuals[point][0])):
             return math.inf
-        return data.y_std * float(np.sqrt(np.mean(residuals[log_rho][0] ** 2)))
+        return data.y_std * float(np.sqrt(np.mean(residuals[point][0] ** 2)))
 
-    best = min(COARSE_LOG_RHO, key=score)
-    best = min((best - 0.5, best, best + 0.5), key=score)
+    candidates = []
+    for q_over_r in Q_OVER_R:
+        log_rho = min(COARSE_LOG_RHO, key=lambda r: score((r, q_over_r)))
+        candidates.append(min(((log_rho + d, q_over_r) for d in (-0.5, 0.0, 0.5)), key=score))
+    best = min(candidates, key=score)
     if not math.isfinite(score(best)):
         raise RuntimeError(f"{model} diverged at every sigma0 tried on split {split}")
-    # The R that maximises the validation likelihood at this rho (closed form, see the docstring).
+    # The R that maximises the validation likelihood at this point (closed form, see the docstring).
     errors, variances = residuals[best]
-    return best, R_FIT * float(np.mean(errors**2 / variances)), len(residuals) * len(folds)
+    return best[0], best[1], R_FIT * float(np.mean(errors**2 / variances)), len(residuals) * len(folds)
 
 
 def run(n_splits, names=UCI_NAMES, n_folds=VAL_FOLDS):
@@ -139,8 +153,8 @@ def run(n_splits, names=UCI_NAMES, n_folds=VAL_FOLDS):
             start = time.perf_counter()
             for split in range(n_splits):
                 data = uci_split(name, split)
-                log_rho, obs_noise, n_fits = tune(model, split, data, n_folds)
-                est = BONGRegressor(**_params(model, split, 10.0**log_rho, obs_noise))
+                log_rho, q_over_r, obs_noise, n_fits = tune(model, split, data, n_folds)
+                est = BONGRegressor(**_params(model, split, 10.0**log_rho, obs_noise, q_over_r))
                 fit_start, cpu_start = time.perf_counter(), time.process_time()
                 est.fit(data.X_train, data.y_train)
                 fit_s, fit_cpu_s = time.perf_counter() - fit_start, time.process_time() - cpu_start
@@ -150,6 +164,7 @@ def run(n_splits, names=UCI_NAMES, n_folds=VAL_FOLDS):
                         rmse=data.y_std * float(np.sqrt(np.mean((mean - data.y_test) ** 2))),
                         nlpd=gaussian_nlpd(data.y_test, mean, std) + math.log(data.y_std),
                         log_rho=log_rho,
+                        q_over_r=q_over_r,
                         sigma0=est.sigma0,
                         obs_noise=obs_noise,
                         fit_s=fit_s,
@@ -211,11 +226,13 @@ def tables(results, n_splits):
                 ]
             )
             values, counts = np.unique(log_rho, return_counts=True)
+            q_values, q_counts = np.unique([r["q_over_r"] for r in rs], return_counts=True)
             hyper_rows.append(
                 [
                     name,
                     model,
                     ", ".join(f"{v:+.1f} (x{c})" for v, c in zip(values, counts)),
+                    ", ".join(f"{v:g} (x{c})" for v, c in zip(q_values, q_counts)),
                     f"{np.median(sigma0):.3g} [{sigma0.min():.3g}, {sigma0.max():.3g}]",
                     f"{np.median(obs_noise):.3g} [{obs_noise.min():.3g}, {obs_noise.max():.3g}]",
                     f"{np.mean([r['n_fits'] for r in rs]):.1f}",
@@ -224,7 +241,7 @@ def tables(results, n_splits):
     return (
         (rmse_header, rmse_rows),
         (["data set", "model", "RMSE standard deviation over splits", f"test NLPD (original units, {n_splits} splits)", "us / obs (median)", "CPU us / obs (median)", "s / pass (median)", "paper s / pass (T6)"], extra_rows),
-        (["data set", "model", "chosen log10(sigma0^2/R) (count over splits)", "sigma0 median [min, max]", "R = obs_noise median [min, max]", "tuning fits / split"], hyper_rows),
+        (["data set", "model", "chosen log10(sigma0^2/R) (count over splits)", "chosen q/R (count)", "sigma0 median [min, max]", "R = obs_noise median [min, max]", "tuning fits / split"], hyper_rows),
     )
 
 
@@ -272,7 +289,7 @@ def main():
         parser.error(f"unknown data sets {sorted(unknown)}; choose from {UCI_NAMES}")
     start, cpu_start = time.perf_counter(), time.process_time()
     invariance = check_invariance()
-    print("max |change of prediction| when sigma0^2 and R are both scaled by 10:", invariance, flush=True)
+    print("max |change of prediction| when sigma0^2, R and q are all scaled by 10:", invariance, flush=True)
     results = run(args.splits, names, args.folds)
     runtime, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     (h1, r1), (h2, r2), (h3, r3) = tables(results, args.splits)
@@ -301,12 +318,15 @@ def main():
         + (f"{VAL_FOLDS}-fold" if args.folds == VAL_FOLDS else f"{args.folds}-of-{VAL_FOLDS}-fold")
         + f" cross-validation (the training rows shuffled and cut into {VAL_FOLDS} folds; "
         "each fold used is scored by a fit on the others; RMSE pooled over the folds' rows). The posterior mean "
-        "depends on sigma0 and R only through rho = sigma0^2 / R (checked: scaling both by 10 moved "
+        "depends on sigma0, R and the process noise q only through rho = sigma0^2 / R and q / R (checked: "
+        "scaling all three by 10 moved "
         f"the test predictions by at most {max(invariance.values()):.1e} in standardised units), so "
-        f"rho is searched: log10 rho in {COARSE_LOG_RHO} at R = {R_FIT}, then the best +- 0.5. R is "
-        "then set to the validation-likelihood optimum at that rho (closed form, the predictive "
-        "variance scales with R at fixed rho), sigma0 = sqrt(rho R), and the final model learns on "
-        "the whole training split. NLPD uses the linearised predictive of `predict(return_std=True)`.\n\n"
+        f"these two are searched: for each q / R in {Q_OVER_R} (the LO-FI paper tunes q as well, Sec. 3.4; "
+        f"dynamics_decay stays 1), log10 rho in {COARSE_LOG_RHO} at R = {R_FIT}, then the best +- 0.5; "
+        "the best pair wins. R is "
+        "then set to the validation-likelihood optimum at that pair (closed form, the predictive "
+        "variance scales with R at fixed rho and q / R), sigma0 = sqrt(rho R), q = (q / R) R, and the "
+        "final model learns on the whole training split. NLPD uses the linearised predictive of `predict(return_std=True)`.\n\n"
         + markdown_table(h3, r3)
         + "\n\nTest NLPD and time per observation (final `fit` on the whole training split divided by "
         "its rows, median over splits, compiled beforehand by the tuning fits; wall time, and this "

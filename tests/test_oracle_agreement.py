@@ -400,6 +400,8 @@ def test_mc_estimator_moments(family, hessian, x64):
         if n_samples != 4:
             continue
         if hessian == "mc_ef":
+            # Each draw's gradient is a root column, so g = root @ coords for every key.
+            np.testing.assert_allclose(np.einsum("kpi,ki->kp", est.root, est.coords), grads, rtol=1e-10, atol=1e-12)
             G = -np.einsum("kpi,kqi->kpq", est.root, est.root).reshape(N_KEYS, -1)
             EG = -sum(np.outer(g, g) + Ab @ Sigma @ Ab for g, Ab in zip(prob["g_rows"], prob["A_rows"]))
             assert_mean_within_se(G, EG.ravel())

@@ -32,10 +32,18 @@ __all__ = [
 
 
 class LowRankCurvature(NamedTuple):
-    """Expected gradient ``grad`` (``g``, shape ``(P,)``) and Hessian ``-root root^T``."""
+    """Expected gradient ``grad`` (``g``, shape ``(P,)``) and Hessian ``-root root^T``.
+
+    ``coords`` (shape ``(K,)``) gives the gradient in the columns of the root,
+    ``g = root @ coords``. Every low-rank estimator has one: the gradient of each row or
+    draw is a column of the root (LIN-EF, MC-EF), or ``J^T r`` with ``r = L z`` in the
+    range of the likelihood's Hessian root ``L`` (LIN-HESS). The DLR natural step uses it to
+    get its Woodbury products from the small Gram matrix instead of a pass over ``P``.
+    """
 
     grad: jax.Array  # (P,)
     root: jax.Array  # (P, K)
+    coords: jax.Array  # (K,)
 
     def matrix(self) -> jax.Array:
         """Dense ``G``."""
@@ -123,7 +131,9 @@ class LinearizedHessian:
         # Cotangent (b, j) is zero except row b, which holds column j of L_b.
         cotangents = jnp.einsum("bcj,bd->bjdc", roots, jnp.eye(b, dtype=f.dtype))
         (root,) = jax.vmap(vjp_fn)(cotangents.reshape(b * k, b, c))
-        return LowRankCurvature(grad, root.T)
+        # Column (b, j) of the root is w_b J_b^T L_b e_j and the score w_b L_b z_b: coords w_b z_b.
+        coords = jax.vmap(likelihood.score_coords, in_axes=(0, 0, None))(f, y, obs_noise) * weight[:, None]
+        return LowRankCurvature(grad, root.T, coords.reshape(b * k))
 
 
 @dataclass(frozen=True)
@@ -143,7 +153,7 @@ class LinearizedEF:
         del family, key
         # At theta = mu the gradient of log p(y | f(x, theta)) is J^T r = g^LIN (Eq. 27).
         grads = _per_row_grads(apply_fn, likelihood, state.mean, x, y, mask, obs_noise)  # (B, P)
-        return LowRankCurvature(grads.sum(0), grads.T)
+        return LowRankCurvature(grads.sum(0), grads.T, jnp.ones(grads.shape[0], grads.dtype))
 
 
 @dataclass(frozen=True)
@@ -160,8 +170,9 @@ class MonteCarloEF:
         thetas = family.sample(state, key, self.n_samples)  # (M, P)
         grads = jax.vmap(lambda theta: _per_row_grads(apply_fn, likelihood, theta, x, y, mask, obs_noise))(thetas)
         grad = grads.sum(1).mean(0)
-        root = grads.reshape(-1, grads.shape[-1]).T / jnp.sqrt(self.n_samples).astype(grads.dtype)
-        return LowRankCurvature(grad, root)
+        scale = jnp.sqrt(self.n_samples).astype(grads.dtype)
+        root = grads.reshape(-1, grads.shape[-1]).T / scale
+        return LowRankCurvature(grad, root, jnp.full(root.shape[1], 1 / scale, grads.dtype))
 
 
 @dataclass(frozen=True)

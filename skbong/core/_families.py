@@ -450,29 +450,37 @@ class DiagonalLowRank:
         none, and the seeds leave that combination undefined (E.5).
         """
         lr_root = jnp.sqrt(lr).astype(state.mean.dtype)
-        direction = curv.grad
         if with_kl:
             ups = (1 - lr) * state.diag_precision + lr * prior.diag_precision
             blocks = [jnp.sqrt(1 - lr) * state.low_rank, lr_root * prior.low_rank, lr_root * curv.root]
-            direction = direction + _dlr_precision_dot(prior, prior.mean - state.mean)
         else:
             ups = state.diag_precision
             blocks = [state.low_rank, lr_root * curv.root]
         w_ext = jnp.concatenate(blocks, axis=1)
         k = w_ext.shape[1]
-        # The mean step is the Woodbury solve of _dlr_solve (Eq. 320), with its two vector
-        # products carried as one more column of the Gram and rotation products below: no
-        # pass over the P x (R + C) factor W~ is spent on a vector product alone.
-        scaled = direction / ups
-        weighted = w_ext.T @ jnp.concatenate([w_ext / ups[:, None], scaled[:, None]], axis=1)
-        coef = jnp.linalg.solve(jnp.eye(k, dtype=ups.dtype) + weighted[:, :k], weighted[:, k])
+        # The mean step is the Woodbury solve of _dlr_solve (Eq. 320), folded into the Gram
+        # and rotation products below so that no pass over the P x (R + C) factor W~ is
+        # spent on it alone. The gradient is W~ e (e from LowRankCurvature.coords), so with
+        # H = W~^T Upsilon^-1 W~ its part of the step is Upsilon^-1 W~ (I + H)^-1 e. The KL
+        # term's pull d = (Upsilon_prior + W_prior W_prior^T)(mu_prior - mu) is not in the
+        # span of W~: it adds Upsilon^-1 d - Upsilon^-1 W~ (I + H)^-1 W~^T Upsilon^-1 d, with
+        # W~^T Upsilon^-1 d one more column of the weighted Gram.
+        rhs = jnp.zeros(k, ups.dtype).at[k - curv.coords.shape[0] :].set(curv.coords / lr_root)
+        if with_kl:
+            pull = _dlr_precision_dot(prior, prior.mean - state.mean) / ups
+            grams = w_ext.T @ jnp.concatenate([w_ext / ups[:, None], pull[:, None]], axis=1)
+            weighted, rhs = grams[:, :k], rhs - grams[:, k]
+        else:
+            pull = 0.0
+            weighted = w_ext.T @ (w_ext / ups[:, None])
+        coef = jnp.linalg.solve(jnp.eye(k, dtype=ups.dtype) + weighted, rhs)
         _, vecs = jnp.linalg.eigh(w_ext.T @ w_ext)  # ascending eigenvalues
         vecs = vecs[:, ::-1]
         # Columns of W~ V = singular vectors x singular values; the kept ones go straight into
         # the new W, the dropped ones only into the diagonal.
         kept = w_ext @ vecs[:, : self.rank]
         rest = w_ext @ jnp.concatenate([vecs[:, self.rank :], coef[:, None]], axis=1)
-        mean = state.mean + lr * (scaled - rest[:, -1] / ups)
+        mean = state.mean + lr * (pull + rest[:, -1] / ups)
         return DLRState(mean, ups + jnp.sum(rest[:, :-1] ** 2, axis=1), kept)
 
     def plain_step(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool) -> DLRState:

@@ -8,6 +8,8 @@ categorical likelihood with ``h = softmax(f)`` and ``R = diag(p) - p p^T``, the
 linearised-Gaussian terms of the BONG paper, ``H^T R^+ (y - p)`` and ``H^T R^+ H``
 with ``H = R J``, reduce to ``J^T (y - p)`` and ``J^T R J``: the pseudo-inverse
 route of footnote 2 of the LO-FI paper, computed without inverting ``R``.
+Both also give coordinates ``z`` of the gradient in the columns of the root, ``r = L z``
+(:class:`~skbong.core.LowRankCurvature` explains what they save).
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class Gaussian:
         """``L`` with ``L L^T = R^{-1}``, shape ``(C, C)``."""
         return jnp.diag(jnp.broadcast_to(obs_noise, f.shape) ** -0.5)
 
+    def score_coords(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``z`` with ``L z = score(f, y)``: ``R^{-1/2} (y - f)``."""
+        return (y - f) * jnp.broadcast_to(obs_noise, f.shape) ** -0.5
+
     def plugin_predictive(self, f: jax.Array, obs_noise: jax.Array) -> GaussianPredictive:
         """``N(y | f, R)`` for a batch of outputs ``f`` (B, C)."""
         return GaussianPredictive(f, jnp.broadcast_to(obs_noise, f.shape))
@@ -77,16 +83,37 @@ class Categorical:
         return y - jax.nn.softmax(f)
 
     def hessian_root(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
-        """``L = diag(sqrt p) - p sqrt(p)^T``, which satisfies ``L L^T = diag(p) - p p^T``.
+        """``L = diag(s) - p s^T`` with ``s = sqrt(p)``, so ``L L^T = diag(p) - p p^T``.
 
-        The identity uses ``sum(p) = 1``. ``L`` has rank ``C - 1`` like ``R`` itself.
+        The identity uses ``sum(p) = 1``. ``L`` has rank ``C - 1`` like ``R`` itself. ``s`` is
+        floored (``_sqrt_probabilities``) so that ``1 / s`` stays finite.
         """
         del obs_noise
-        p = jax.nn.softmax(f)
-        sqrt_p = jnp.sqrt(p)
-        return jnp.diag(sqrt_p) - jnp.outer(p, sqrt_p)
+        sqrt_p = _sqrt_probabilities(f)
+        return jnp.diag(sqrt_p) - jnp.outer(jax.nn.softmax(f), sqrt_p)
+
+    def score_coords(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
+        """``z = y / s`` with ``L z = y - p sum(y)``, the gradient of ``log_prob`` in ``f``
+        (which is ``score`` for targets that sum to one), whatever the positive ``s``."""
+        del obs_noise
+        return y / _sqrt_probabilities(f)
 
     def plugin_predictive(self, f: jax.Array, obs_noise: jax.Array) -> CategoricalPredictive:
         """``softmax(f)`` for a batch of logits ``f`` (B, C); ``obs_noise`` is unused."""
         del obs_noise
         return CategoricalPredictive(jax.nn.log_softmax(f))
+
+
+def _sqrt_probabilities(f: jax.Array) -> jax.Array:
+    """``sqrt(softmax(f))``, each probability floored at ``sqrt(tiny)`` of the dtype.
+
+    The floor keeps ``1 / sqrt(p)`` finite and the squares of the root's entries (its Gram
+    matrices) in the normal range: XLA flushes subnormal numbers to zero, and its float32
+    eigensolver returned NaN on a Gram matrix with entries near them (scikit-learn's
+    ``check_fit_check_is_fitted``, inputs around 100, with a floor of ``e^-160``). It moves
+    ``L L^T`` away from ``diag(p) - p p^T`` by less than ``1e-19`` (float32) next to entries of
+    at least ``1 / C``, beneath the working precision, and ``L z = y - p sum(y)`` holds
+    whatever the floor.
+    """
+    log_floor = 0.5 * jnp.log(jnp.finfo(f.dtype).tiny)
+    return jnp.exp(0.5 * jnp.maximum(jax.nn.log_softmax(f), log_floor))

@@ -37,3 +37,6 @@ def test_lin_hess_equals_dense_generalised_gauss_newton(likelihood, x64):
     # LIN-EF (Eqs. 27-28): same gradient, G = -sum_b g_b g_b^T over the rows.
     np.testing.assert_allclose(ef.grad, grad, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ef.matrix(), empirical_fisher, rtol=1e-10, atol=1e-12)
+    # The gradient in the columns of the root, which the DLR step relies on.
+    for low_rank in (curv, ef):
+        np.testing.assert_allclose(low_rank.root @ low_rank.coords, grad, rtol=1e-10, atol=1e-12)

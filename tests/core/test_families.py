@@ -160,6 +160,43 @@ def test_dlr_projection_preserves_diagonal_of_precision_and_uses_unprojected_mea
     np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(new.low_rank.T @ new.low_rank))[::-1], top, rtol=1e-8)
 
 
+def test_dlr_mean_step_is_accurate_in_float32_for_an_improbable_class():
+    # The gradient enters the DLR step through coordinates 1 / sqrt(p) in the root's
+    # columns. With the observed class about 100 logits below the best (p < e^-90 is
+    # subnormal in float32, and XLA flushes it to zero) and a precision far above the prior, the
+    # float32 step must still match a dense float64 solve.
+    spec = MLPSpec(3, (4,), 3, "tanh")
+    rng = np.random.default_rng(5)
+    mean = spec.init_params(0).astype(np.float64)
+    n_params = mean.shape[0]
+    ups = np.full(n_params, 4.0)
+    low_rank = 30.0 * rng.normal(size=(n_params, 2))
+    x = 3.0 * rng.normal(size=3)
+    logits = np.asarray(spec.apply(jnp.asarray(mean), jnp.asarray(x[None]))[0])
+    # Shift the output bias so that the observed class sits 100 logits below the best one.
+    observed = int(np.argmin(logits))
+    mean[-3:] += np.where(np.arange(3) == observed, -100.0 - (logits.max() - logits.min()), 0.0)
+    y = np.eye(3)[observed]
+
+    config = make_config(spec.apply, "categorical", "dlr", rank=2)
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    state = config.family.init(jnp.asarray(mean, jnp.float32), jnp.asarray(0.5, jnp.float32))
+    state = state._replace(diag_precision=jnp.asarray(ups, jnp.float32), low_rank=jnp.asarray(low_rank, jnp.float32))
+    new = run_filter(config, state, x[None].astype(np.float32), y[None].astype(np.float32), hyper)
+
+    with jax.enable_x64(True):
+        theta = jnp.asarray(mean)
+        f = spec.apply(theta, jnp.asarray(x[None]))[0]
+        assert jax.nn.log_softmax(f)[observed] < -90
+        jac = np.asarray(jax.jacfwd(lambda t: spec.apply(t, jnp.asarray(x[None]))[0])(theta))
+        likelihood = Categorical()
+        neg_hess = -np.asarray(jax.hessian(likelihood.log_prob)(f, jnp.asarray(y), None))
+        grad = jac.T @ np.asarray(jax.grad(likelihood.log_prob)(f, jnp.asarray(y), None))
+    precision = np.diag(ups) + low_rank @ low_rank.T + jac.T @ neg_hess @ jac
+    step = np.linalg.solve(precision, grad)
+    np.testing.assert_allclose(np.asarray(new.mean, np.float64) - mean, step, rtol=0, atol=2e-3 * np.abs(step).max())
+
+
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])
 # DLR takes a shortcut when q = 0, and leaves the belief as it is when also gamma = 1.
 @pytest.mark.parametrize("q, decay", [(0.05, 0.9), (0.0, 0.9), (0.0, 1.0)])

@@ -27,3 +27,24 @@ def test_categorical_curvature_has_rank_c_minus_one(x64):
     assert np.linalg.matrix_rank(np.asarray(root @ root.T), tol=1e-10) == 4
     p = jax.nn.softmax(f)
     np.testing.assert_allclose(Categorical().variance(f, None), np.diag(np.diag(p) - np.outer(p, p)))
+
+
+@pytest.mark.parametrize("likelihood", [Gaussian(), Categorical()], ids=["gaussian", "categorical"])
+def test_score_coords_give_the_gradient_through_the_root(likelihood, x64):
+    # L z equals the autodiff gradient of log_prob, for categorical targets that do not sum to one too.
+    rng = np.random.default_rng(3)
+    f = jnp.asarray(rng.normal(size=4))
+    y = jnp.asarray(rng.uniform(size=4) if isinstance(likelihood, Categorical) else rng.normal(size=4))
+    noise = jnp.asarray([0.5, 1.0, 2.0, 0.1])
+    grad = jax.grad(likelihood.log_prob)(f, y, noise)
+    coords = likelihood.score_coords(f, y, noise)
+    np.testing.assert_allclose(likelihood.hessian_root(f, noise) @ coords, grad, rtol=1e-12, atol=1e-12)
+
+
+def test_categorical_coords_stay_finite_for_vanishing_probabilities():
+    # float32, the wrong class 300 logits below the top one: p underflows, L z = y - p must not.
+    f = jnp.asarray([300.0, 0.0, -5.0], jnp.float32)
+    y = jnp.asarray([0.0, 1.0, 0.0], jnp.float32)
+    root, coords = Categorical().hessian_root(f, None), Categorical().score_coords(f, y, None)
+    assert np.all(np.isfinite(root)) and np.all(np.isfinite(coords))
+    np.testing.assert_allclose(root @ coords, [-1.0, 1.0, 0.0], atol=1e-6)

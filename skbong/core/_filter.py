@@ -40,12 +40,14 @@ STEP_BUCKETS = (1, 8, 64, 512)
 #: so predictions do not depend on which other rows are predicted with it.
 PREDICT_CHUNK = 256
 
-#: XLA options of every compiled entry point, on CPU. XLA (jaxlib 0.10) hands loop
-#: fusions that mix pads, reductions and elementwise work (the per-row Jacobians of a
-#: flat parameter vector) to YNNPACK, which ran them about 10x slower than XLA's own
-#: emitter here (DIAG, P = 40k: 4.0 -> 0.4 ms per step); with this option only dots go
-#: to YNNPACK. Per-computation options leave the user's other JAX programs alone.
-CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+#: XLA options of every compiled entry point, on CPU: nothing goes to YNNPACK. XLA (jaxlib
+#: 0.10) hands dots and loop fusions to it by default. It ran the loop fusions that mix pads,
+#: reductions and elementwise work (the per-row Jacobians of a flat parameter vector) about
+#: 10x slower than XLA's own emitter (DIAG, P = 40k: 4.0 -> 0.4 ms per step), and the
+#: tall-skinny products of the DLR step (P x 20 by 20 x 10) slower than XLA's own dots
+#: (DLR-10, MLP 784-50-10: 1.59 -> 1.49 ms per step; P = 10k: 0.53 -> 0.48 ms). Per-computation
+#: options leave the user's other JAX programs alone.
+CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
 @lru_cache(maxsize=None)

@@ -32,7 +32,7 @@ def environment() -> str:
             cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    devices = ", ".join(str(d) for d in jax.devices())
+    devices = ", ".join(f"{d} ({d.device_kind})" for d in jax.devices())
     return "\n".join(
         [
             f"- command: `python {' '.join(sys.argv)}`",

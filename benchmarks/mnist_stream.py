@@ -871,6 +871,9 @@ def main():
     parser.add_argument("--inner-steps", type=int, default=INNER_STEPS, help="I of BLR and BBB")
     parser.add_argument("--quick", action="store_true", help="tiny grids, T=200, 1 seed; writes *_quick.*")
     parser.add_argument("--name", default=None, help="results file name (default mnist_stream[_quick])")
+    parser.add_argument("--hyperparameters", default=None, metavar="JSON",
+                        help="skip tuning: take sigma0 and the learning rates from a results JSON of an earlier "
+                             "run (e.g. results/mnist_stream_mlp.json), to repeat its final runs elsewhere")
     args = parser.parse_args()
     settings = _settings(args)
     started = time.perf_counter()
@@ -903,6 +906,7 @@ def main():
           "n_validation": len(split[3])}
     results: dict = {}
     curve_at = set(range(settings.segment, settings.steps + 1, settings.segment))
+    given = json.loads(open(args.hyperparameters).read()) if args.hyperparameters else None
     for index, model in enumerate(models):
         def calibrate(method, out, model=model):
             if _RUNS_DONE[model.name] == 1:
@@ -911,11 +915,19 @@ def main():
                 log(f"recalibrated: {model.name} runs at {_SCALE.get(model.name, math.nan):.2f}x the cost table; "
                     f"estimated time left {left}")
 
-        log(f"{model.label}: tuning sigma0")
-        for method, (sigma0, scores) in tune_sigma0(model, split, settings, log, calibrate).items():
-            hp["sigma0"][(model.name, method)] = sigma0
-            hp["sigma0_scores"][(model.name, method)] = scores
-        if model.name == lr_model:
+        if given is not None:
+            log(f"{model.label}: hyperparameters from {args.hyperparameters} (no tuning)")
+            for method in PRIOR_TUNED:
+                hp["sigma0"][(model.name, method)] = given["sigma0"][f"{model.name}/{method.label}"]
+                hp["sigma0_scores"][(model.name, method)] = {}
+            for key in {(m.algorithm, m.hessian) for m in FIG1 if m.algorithm != "bong"}:
+                hp["lr"][key], hp["lr_scores"][key] = given["learning_rate"]["-".join(key)], {}
+        else:
+            log(f"{model.label}: tuning sigma0")
+            for method, (sigma0, scores) in tune_sigma0(model, split, settings, log, calibrate).items():
+                hp["sigma0"][(model.name, method)] = sigma0
+                hp["sigma0_scores"][(model.name, method)] = scores
+        if model.name == lr_model and given is None:
             log(f"{model.label}: tuning learning rates")
             chosen = tune_learning_rates(model, hp["sigma0"][(model.name, HEADLINE)], split, settings, log)
             for key, (lr, scores) in chosen.items():
@@ -952,6 +964,9 @@ def main():
             log("  target " + " | ".join(row))
         # Write after each model so that a long run keeps what it finished.
         notes = [f"Run time {_minutes(time.perf_counter() - started)} so far (estimated: {'; '.join(estimates)})."]
+        if given is not None:
+            notes.append(f"No tuning in this run: sigma0 and the learning rates were read from "
+                         f"`{args.hyperparameters}` (chosen there on the validation split); the grids below are empty.")
         body = report(models, results, hp, settings, notes)
         path = write(settings.name, "Online MNIST: BONG paper Sec. 5 (Figs. 1-3) on skbong", body)
         plot([m for m in models if (m.name, HEADLINE) in results], results, settings, RESULTS / f"{settings.name}.png")

@@ -12,8 +12,7 @@ compiled predict + update of one observation; its bytes count every operand acce
 cached or not, so they are reported but not used for the floor). The floor of a step is
 ``max(FLOPs / matmul rate, 2 x belief bytes / bandwidth)``: the arithmetic at the
 measured matmul rate, or reading and writing the belief once at the measured bandwidth,
-both measured here, on the same cores, before the sweep (a 2048^2 float32 matmul and an
-in-place add over 128 MB, in JAX). The slope of log(time) against log(P) is fitted over P >= 10k per method.
+both measured here, on the default device, before the sweep (``machine_rates``). The slope of log(time) against log(P) is fitted over P >= 10k per method.
 
 Targets (issue 5; the paper's reference implementation on this machine type):
 DLR-10 LIN-HESS at most 0.3x 0.37 / 1.8 / 14.4 / 68.7 ms at P = 0.8k / 10k / 100k /
@@ -43,6 +42,7 @@ import numpy as np
 
 from _report import RESULTS, markdown_table, write
 from skbong.core import Hyperparameters, MLPSpec, make_config, run_filter, update_step
+from skbong.core._filter import MATMUL_PRECISION
 from skbong.datasets import mnist_stream
 from mnist_stream import Model, build_model
 
@@ -61,19 +61,27 @@ N_ROWS, N_ROWS_SLOW = 64, 8
 SIGMA0 = 0.3
 
 
-def machine_rates() -> tuple[float, float]:
-    """Measured float32 matmul rate (FLOP/s) and streaming bandwidth (bytes/s) in JAX."""
-    a = jnp.ones((2048, 2048), jnp.float32)
-    matmul = jax.jit(lambda a: a @ a)
+def machine_rates() -> tuple[float, float, str]:
+    """Measured float32 matmul rate (FLOP/s) and streaming bandwidth (bytes/s) in JAX on the
+    default device, and a description of the two probes.
+
+    The matmul runs at the precision the filter's own products use (``MATMUL_PRECISION``,
+    true float32: no TF32 tensor cores on an NVIDIA GPU). The probes are sized to fill the
+    device: 2048^2 and 128 MB on a CPU, 8192^2 and 1 GB on an accelerator.
+    """
+    on_cpu = jax.default_backend() == "cpu"
+    n, n_bytes = (2048, 2**27) if on_cpu else (8192, 2**30)
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+    matmul = jax.jit(lambda a: jnp.matmul(a, a, precision=MATMUL_PRECISION))
     matmul(a).block_until_ready()
     times = []
     for _ in range(5):
         start = time.perf_counter()
         matmul(a).block_until_ready()
         times.append(time.perf_counter() - start)
-    flops = 2 * 2048**3 / min(times)
-    # 128 MB updated in place (donated), so no fresh pages are faulted in per call.
-    x = jnp.ones(32 * 2**20, jnp.float32)
+    flops = 2 * n**3 / min(times)
+    # Updated in place (donated), so no fresh pages are faulted in per call.
+    x = jax.random.normal(jax.random.PRNGKey(1), (n_bytes // 4,), jnp.float32)
     add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
     x = add(x).block_until_ready()
     times = []
@@ -81,7 +89,8 @@ def machine_rates() -> tuple[float, float]:
         start = time.perf_counter()
         x = add(x).block_until_ready()
         times.append(time.perf_counter() - start)
-    return flops, 2 * x.nbytes / min(times)
+    probes = f"{n}^2 float32 at precision {MATMUL_PRECISION!r}; in-place add over {n_bytes // 2**20} MB"
+    return flops, 2 * x.nbytes / min(times), probes
 
 
 def step_cost(config, state, x, y) -> tuple[float, float]:
@@ -92,7 +101,8 @@ def step_cost(config, state, x, y) -> tuple[float, float]:
         prior = config.family.predict(state, hyper.dynamics_decay, hyper.process_noise)
         return update_step(config, prior, x, y, jnp.ones(1, bool), hyper, key)
 
-    compiled = jax.jit(one_step).lower(state, x, y, jax.random.PRNGKey(0)).compile()
+    with jax.default_matmul_precision(MATMUL_PRECISION):
+        compiled = jax.jit(one_step).lower(state, x, y, jax.random.PRNGKey(0)).compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     return float(cost.get("flops", np.nan)), float(cost.get("bytes accessed", np.nan))
@@ -148,12 +158,13 @@ def reference_ms(n_params: int) -> float:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="three small sizes only")
+    parser.add_argument("--name", default=None, help="results file name (default speed[_quick])")
     args = parser.parse_args()
     widths = WIDTHS[:3] if args.quick else WIDTHS
     X, y, _, _ = mnist_stream(seed=0)
     X = X[: 4 * N_ROWS].astype(np.float32)
     Y = np.eye(10, dtype=np.float32)[y[: 4 * N_ROWS]]
-    flop_rate, bandwidth = machine_rates()
+    flop_rate, bandwidth, probes = machine_rates()
     print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s", flush=True)
 
     cells = []
@@ -213,8 +224,8 @@ def main():
     print(table)
     body = "\n\n".join(
         [
-            f"Measured rates on these cores: matmul {flop_rate / 1e9:.1f} GFLOP/s (2048^2 float32), "
-            f"bandwidth {bandwidth / 1e9:.1f} GB/s (in-place add over 128 MB). FLOPs and bytes per step are "
+            f"Measured rates on the default device ({jax.devices()[0].device_kind}): matmul "
+            f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({probes}). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "
@@ -232,7 +243,7 @@ def main():
             "![time per step against P](speed.png)",
         ]
     )
-    name = "speed_quick" if args.quick else "speed"
+    name = args.name or ("speed_quick" if args.quick else "speed")
     path = write(name, "Time per observation against P (MLP 784-h-10 on MNIST)", body)
     plot(cells, RESULTS / f"{name}.png")
     print(f"wrote {path}")

@@ -48,6 +48,14 @@ PREDICT_CHUNK = 256
 #: (DLR-10, MLP 784-50-10: 1.59 -> 1.49 ms per step; P = 10k: 0.53 -> 0.48 ms). Per-computation
 #: options leave the user's other JAX programs alone.
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+#: Precision of every product inside the compiled entry points: true float32 (or float64).
+#: JAX's default lets an NVIDIA GPU run float32 products on TF32 tensor cores (10-bit
+#: mantissa). On an H100 that broke the filter: a DLR posterior went non-finite on data a
+#: CPU fits, a regressor's predictive std fell below the observation noise (the subtracted
+#: Woodbury term of LO-FI Eq. 61 lost its digits) and float32 predictions moved 2e-2 from
+#: float64 ones. The steps are bound by latency and bandwidth, not by matmul rate, so full
+#: precision costs little; on a CPU it is what XLA does anyway.
+MATMUL_PRECISION = "highest"
 
 
 @lru_cache(maxsize=None)
@@ -64,7 +72,7 @@ def _compiler_options(backend: str) -> tuple[tuple[str, str], ...]:
 
 def _jit(static_argnames):
     """``jax.jit`` with the backend's compiler options, chosen at the first call (not at
-    import, which must not start a JAX backend)."""
+    import, which must not start a JAX backend), traced and run at ``MATMUL_PRECISION``."""
 
     def decorate(fun):
         compiled = {}
@@ -74,7 +82,8 @@ def _jit(static_argnames):
             options = _compiler_options(jax.default_backend())
             if options not in compiled:
                 compiled[options] = jax.jit(fun, static_argnames=static_argnames, compiler_options=dict(options))
-            return compiled[options](*args, **kwargs)
+            with jax.default_matmul_precision(MATMUL_PRECISION):
+                return compiled[options](*args, **kwargs)
 
         return call
 

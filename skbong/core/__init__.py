@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from ._config import (
     ALGORITHMS,
+    DIAG_STEPS,
     FAMILIES,
     HESSIANS,
     LIKELIHOODS,
@@ -88,6 +89,7 @@ __all__ = [
     "Categorical",
     "Curvature",
     "DenseCurvature",
+    "DIAG_STEPS",
     "DiagonalCurvature",
     "DLRState",
     "DiagState",
@@ -157,6 +159,7 @@ def filter_posterior(
     learning_rate: float = 1.0,
     n_inner_steps: int = 1,
     n_mc_samples: int = 10,
+    diag_step: str = "kalman",
     batch_size: int = 1,
     state=None,
     key: jax.Array | None = None,
@@ -192,6 +195,8 @@ def filter_posterior(
         Inner iterations ``I`` of BLR and BBB.
     n_mc_samples : int, default=10
         Draws ``M`` of the Monte-Carlo estimators.
+    diag_step : {"kalman", "projected"}, default="kalman"
+        BONG step of the diagonal families (see :func:`make_config`).
     batch_size : int, default=1
         Observations per filter step.
     state : belief state, optional
@@ -203,7 +208,9 @@ def filter_posterior(
     -------
     state : FullCovState, DiagState or DLRState
     """
-    config = make_config(apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples)
+    config = make_config(
+        apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step
+    )
     if state is None:
         mean0 = jnp.asarray(init_mean)
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))

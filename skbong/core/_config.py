@@ -31,6 +31,7 @@ __all__ = [
     "HESSIANS",
     "LIKELIHOODS",
     "UNDEFINED",
+    "DIAG_STEPS",
     "FilterConfig",
     "make_config",
     "PREDICTIVES",
@@ -65,6 +66,8 @@ UNDEFINED = {
     ("bbb", "mc_hess", "dlr"): _DENSE_SANDWICH.format("BBB-MC-HESS-DLR", "318-319"),
 }
 LIKELIHOODS = {"gaussian": Gaussian(), "categorical": Categorical()}
+#: BONG steps of the diagonal families (the value is ``Diagonal.kalman``).
+DIAG_STEPS = {"kalman": True, "projected": False}
 #: Predictive distributions (LO-FI Appendix B) and the likelihoods each applies to.
 PREDICTIVES = {
     "plugin": (PluginPredictive, ("gaussian", "categorical")),
@@ -116,6 +119,7 @@ def make_config(
     hessian: str = "lin_hess",
     n_inner_steps: int = 1,
     n_mc_samples: int = 10,
+    diag_step: str = "kalman",
 ) -> FilterConfig:
     """Build the frozen config for ``(likelihood, family, algorithm, hessian)``.
 
@@ -133,6 +137,10 @@ def make_config(
         Inner iterations ``I`` of BLR and BBB (BONG and BOG take one step by definition).
     n_mc_samples : int
         Draws ``M`` of the Monte-Carlo estimators.
+    diag_step : {"kalman", "projected"}
+        BONG step of the diagonal families with a low-rank curvature: the full Kalman
+        update projected onto the family ("kalman", VD-EKF), or the printed Eqs. 212-213 /
+        246-247, whose mean step uses the projected covariance ("projected").
 
     Returns
     -------
@@ -146,6 +154,7 @@ def make_config(
     rule = _known(ALGORITHMS, "algorithm", algorithm)
     estimator_cls = _known(HESSIANS, "hessian", hessian)
     _known(dict.fromkeys(FAMILIES), "family", family)
+    kalman = _known(DIAG_STEPS, "diag_step", diag_step)
     reason = undefined_reason(algorithm, hessian, family)
     if reason is not None:
         raise ValueError(f"{algorithm}-{hessian}-{family} is not available: {reason}.")
@@ -155,8 +164,8 @@ def make_config(
     family_obj = {
         "fc": FullCovariance(),
         "fc_mom": FullCovarianceMoment(),
-        "diag": Diagonal(),
-        "diag_mom": DiagonalMoment(),
+        "diag": Diagonal(kalman),
+        "diag_mom": DiagonalMoment(kalman),
         "dlr": DiagonalLowRank(int(rank)),
     }[family]
     return FilterConfig(apply_fn, _known(LIKELIHOODS, "likelihood", likelihood), family_obj, estimator, rule)

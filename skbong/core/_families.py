@@ -322,13 +322,58 @@ class FullCovarianceMoment(_GaussianFamily):
         return FullCovState(state.mean + lr * (state.cov @ curv.grad), state.cov - lr * (s @ s.T))
 
 
+def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool) -> DiagState:
+    """Linearised (Kalman) update with the full covariance, projected onto a diagonal.
+
+    The FC natural step without the KL term (BONG Eqs. 118-119, 126-130) from the diagonal
+    prior ``S = diag(var)`` with ``G = -U U^T`` and ``g = U z`` is the Kalman update
+    ``mu' = mu + S U' (I + U'^T S U')^{-1} z'`` with ``U' = sqrt(lr) U``, ``z' = sqrt(lr) z``
+    (for LIN-HESS ``S U (I + U^T S U)^{-1} z`` is the gain ``S H^T (R + H S H^T)^{-1}`` applied
+    to the innovation). The new belief keeps that mean and projects the covariance:
+
+    * natural family (``moment=False``): the diagonal of the posterior *precision*,
+      ``1 / var' = 1 / var + rowsum(U'^2)`` (Eq. 213), the ``KL(q || p)`` projection onto
+      diagonal Gaussians (VD-EKF, Chang et al. 2022);
+    * moment family: the diagonal of the posterior *covariance*,
+      ``var' = var - rowsum((S U' L^{-T})^2)`` with ``L L^T = I + U'^T S U'``, the
+      ``KL(p || q)`` (moment-matching) projection, positive whatever ``sigma0``.
+
+    Unlike Eq. 212, whose mean step uses the projected precision, the gain never
+    overshoots the observation: ``U^T (mu' - mu) = A (I + A)^{-1} z`` with ``A = U^T S U``.
+    ``O(K^2 P)`` for ``K`` columns of ``U``; no ``P x P`` matrix.
+    """
+    root = jnp.sqrt(lr).astype(state.mean.dtype) * curv.root  # (P, K)
+    coords = jnp.sqrt(lr).astype(state.mean.dtype) * curv.coords
+    cov_root = state.var[:, None] * root  # S U
+    chol = jnp.linalg.cholesky(jnp.eye(root.shape[1], dtype=root.dtype) + root.T @ cov_root)
+    # One triangular solve serves both: a = L^{-1} U^T S, and the gain coordinates L^{-T} L^{-1} z.
+    a = solve_triangular(chol, jnp.concatenate([cov_root.T, coords[:, None]], axis=1), lower=True)
+    mean = state.mean + a[:, :-1].T @ a[:, -1]
+    if moment:
+        var = state.var - jnp.sum(a[:, :-1] ** 2, axis=0)
+    else:
+        var = 1.0 / (1.0 / state.var + jnp.sum(root**2, axis=1))
+    return DiagState(mean, var)
+
+
 @dataclass(frozen=True)
 class Diagonal(_GaussianFamily):
     """Diagonal covariance, natural parameters (DIAG).
 
-    BONG-LIN-HESS here is VD-EKF (Eqs. 212-213); BLR-MC-EF is VON (E.3.3).
+    Parameters
+    ----------
+    kalman : bool, default=True
+        Take the BONG step (natural step without the KL term) with a low-rank curvature
+        (LIN-HESS, LIN-EF, MC-EF) as the full Kalman update projected onto the diagonal
+        precision (:func:`_diag_kalman_step`, VD-EKF). False takes Eqs. 210-213 as printed,
+        whose mean step uses the projected precision and overshoots once
+        ``sigma0^2 ||J||^2`` exceeds about ``1 / R``. MC-HESS (a diagonal Hessian, no
+        factor) and BLR (the KL term) always take the printed steps.
+
+    BONG-LIN-HESS here is VD-EKF; BLR-MC-EF is VON (E.3.3).
     """
 
+    kalman: bool = True
     name = "diag"
     #: MC-HESS gives this family the diagonal of the Hessian (Hutchinson), not a matrix.
     diagonal = True
@@ -337,17 +382,43 @@ class Diagonal(_GaussianFamily):
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
     _output_cov = staticmethod(_diag_output_cov)
 
+    def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
+        """Kalman step projected on the diagonal precision (see ``kalman``), else Eqs. 210-213
+        (BONG), 226-227 (BLR)."""
+        if self.kalman and isinstance(curv, LowRankCurvature) and not with_kl:
+            return _diag_kalman_step(state, curv, lr, moment=False)
+        return super().natural_step(state, prior, curv, lr, with_kl)
+
 
 @dataclass(frozen=True)
 class DiagonalMoment(_GaussianFamily):
-    """Diagonal covariance, moment parameters (DIAG_MOM). BBB-MC-EF here is BBB (E.4.7)."""
+    """Diagonal covariance, moment parameters (DIAG_MOM).
 
+    Parameters
+    ----------
+    kalman : bool, default=True
+        Take the BONG step with a low-rank curvature as the full Kalman update projected
+        onto the diagonal covariance (moment matching, :func:`_diag_kalman_step`), which
+        stays positive for any ``sigma0``. False takes Eqs. 246-247 as printed, which lose
+        positivity once ``sigma0^2`` times the curvature exceeds 1.
+
+    BBB-MC-EF here is BBB (E.4.7).
+    """
+
+    kalman: bool = True
     name = "diag_mom"
     diagonal = True
     _ops, _ngd, _gd = _Elementwise, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
     _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
     _output_cov = staticmethod(_diag_output_cov)
+
+    def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
+        """Kalman step projected on the diagonal covariance (see ``kalman``), else
+        Eqs. 246-247 (BONG), 252-253 (BLR)."""
+        if self.kalman and isinstance(curv, LowRankCurvature) and not with_kl:
+            return _diag_kalman_step(state, curv, lr, moment=True)
+        return super().natural_step(state, prior, curv, lr, with_kl)
 
 
 @dataclass(frozen=True)

@@ -112,24 +112,26 @@ def test_dlr_with_full_rank_reproduces_fc(x64):
 
 @pytest.mark.parametrize("family", ["diag", "diag_mom"])
 def test_diag_reproduces_fc_when_jacobians_have_disjoint_support(family, x64):
-    # Each observation touches one coordinate, so the exact precision stays diagonal and
-    # the natural diagonal step (VD-EKF, Eqs. 212-213) equals the Kalman step. The moment
-    # step equals it only to first order (E.4.1), so it is checked against its own
-    # closed form: sigma^2 <- sigma^2 - sigma^4 h^2 / R once per coordinate.
+    # Each observation touches one coordinate, so the exact posterior stays diagonal: both
+    # Kalman steps (and the printed natural step, Eqs. 212-213) equal the FC (Kalman) step.
+    # The printed moment step equals it only to first order (E.4.1), so it is checked
+    # against its own closed form: sigma^2 <- sigma^2 - sigma^4 h^2 / R once per coordinate.
     rng = np.random.default_rng(5)
     p = 6
     X = np.diag(rng.uniform(0.5, 2.0, size=p))[rng.permutation(p)]
     y = rng.normal(size=p)
     mean0 = rng.normal(size=p)
-    fc = filter_posterior(_linear, jnp.asarray(mean0), X, y[:, None], family="fc", sigma0=0.9, obs_noise=5.0)
-    diag = filter_posterior(_linear, jnp.asarray(mean0), X, y[:, None], family=family, sigma0=0.9, obs_noise=5.0)
-    h = X.sum(axis=0)  # the single non-zero of the row that touches each coordinate
-    if family == "diag":
-        np.testing.assert_allclose(np.diag(fc.cov), diag.var, rtol=1e-12)
-        np.testing.assert_allclose(np.abs(fc.cov - np.diag(np.diag(fc.cov))).max(), 0, atol=1e-15)
-        np.testing.assert_allclose(diag.mean, fc.mean, rtol=1e-12)
-    else:
-        np.testing.assert_allclose(diag.var, 0.81 - 0.81**2 * h**2 / 5.0, rtol=1e-12)
+    kwargs = dict(sigma0=0.9, obs_noise=5.0)
+    fc = filter_posterior(_linear, jnp.asarray(mean0), X, y[:, None], family="fc", **kwargs)
+    np.testing.assert_allclose(np.abs(fc.cov - np.diag(np.diag(fc.cov))).max(), 0, atol=1e-15)
+    for step in ("kalman", "projected"):
+        diag = filter_posterior(_linear, jnp.asarray(mean0), X, y[:, None], family=family, diag_step=step, **kwargs)
+        if family == "diag_mom" and step == "projected":
+            h = X.sum(axis=0)  # the single non-zero of the row that touches each coordinate
+            np.testing.assert_allclose(diag.var, 0.81 - 0.81**2 * h**2 / 5.0, rtol=1e-12)
+        else:
+            np.testing.assert_allclose(np.diag(fc.cov), diag.var, rtol=1e-12)
+            np.testing.assert_allclose(diag.mean, fc.mean, rtol=1e-12)
 
 
 def test_dlr_projection_preserves_diagonal_of_precision_and_uses_unprojected_mean(x64):
@@ -227,3 +229,56 @@ def test_samples_have_the_family_covariance(family, x64):
     se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / n)
     np.testing.assert_array_less(np.abs(np.cov(draws.T) - cov), 5 * se)
     np.testing.assert_array_less(np.abs(draws.mean(0) - state.mean), 5 * np.sqrt(np.diag(cov) / n))
+
+
+# --------------------------------------------------------------------------------------
+# Diagonal families: the Kalman (VD-EKF) step against the dense update, projected
+
+
+def _dense_kalman_projected(mean, var, root, coords, lr, moment):
+    """The FC natural step without KL (BONG Eqs. 118-119) written densely, then the
+    diagonal of the precision (natural family) or of the covariance (moment family)."""
+    precision = np.diag(1.0 / var) + lr * root @ root.T
+    cov = np.linalg.inv(precision)
+    mean_new = mean + lr * cov @ (root @ coords)
+    return mean_new, (np.diag(cov) if moment else 1.0 / np.diag(precision))
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+@pytest.mark.parametrize("lr", [1.0, 0.4])
+def test_diag_kalman_step_is_the_dense_update_projected(family, lr, x64):
+    from skbong.core import DiagState, LowRankCurvature
+
+    rng = np.random.default_rng(3)
+    p, k = 9, 4
+    mean, var = rng.normal(size=p), rng.uniform(0.05, 4.0, size=p)
+    root, coords = rng.normal(size=(p, k)), rng.normal(size=k)
+    config = make_config(_linear, "gaussian", family)
+    curv = LowRankCurvature(jnp.asarray(root @ coords), jnp.asarray(root), jnp.asarray(coords))
+    state = DiagState(jnp.asarray(mean), jnp.asarray(var))
+    out = config.family.natural_step(state, state, curv, jnp.float64(lr), False)
+    mean_ref, var_ref = _dense_kalman_projected(mean, var, root, coords, lr, family == "diag_mom")
+    np.testing.assert_allclose(out.mean, mean_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.var, var_ref, rtol=1e-10)
+    # The printed step (Eqs. 212-213 / 246-247) differs from it: the option is not a no-op.
+    printed = make_config(_linear, "gaussian", family, diag_step="projected").family
+    assert not np.allclose(printed.natural_step(state, state, curv, jnp.float64(lr), False).mean, mean_ref)
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+def test_diag_kalman_filter_never_overshoots_where_eq_212_does(family, x64):
+    # One scalar observation of a linear model with a wide prior, sigma0^2 ||x||^2 >> R: the
+    # Kalman mean moves the prediction part of the way to y (Eq. 212 overshoots it many times).
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 20))
+    y = np.array([[1.0]])
+    mean0 = jnp.zeros(20)
+    residual = {}
+    for step in ("kalman", "projected"):
+        state = filter_posterior(
+            _linear, mean0, x, y, family=family, sigma0=3.0, obs_noise=0.1, diag_step=step
+        )
+        residual[step] = float(y[0, 0] - x[0] @ np.asarray(state.mean))
+    assert 0.0 < residual["kalman"] < 1.0
+    if family == "diag":
+        assert abs(residual["projected"]) > 1.0

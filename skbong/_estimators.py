@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from numbers import Integral, Real
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._health import HORIZON, new_health, update_health
 from .core import (
     ACTIVATIONS,
     ALGORITHMS,
@@ -28,6 +31,7 @@ from .core import (
     Hyperparameters,
     MLPSpec,
     PREDICTIVES,
+    PluginPredictive,
     make_config,
     make_predictive,
     predict_at,
@@ -234,7 +238,10 @@ class _BaseBONG(BaseEstimator):
                 n_seen = self.t_
             key = jax.random.PRNGKey(seed)
             hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise, self.learning_rate)
-            record = self._predictive(config) if self.prequential else None
+            # Every observation is scored before it is absorbed: the prequential record when
+            # asked for, else the plug-in predictive (one forward pass), for the health test.
+            record = self._predictive(config) if self.prequential else PluginPredictive()
+            health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
             for epoch in range(n_passes):
                 start = time.perf_counter()
@@ -243,12 +250,10 @@ class _BaseBONG(BaseEstimator):
                 out = run_filter(
                     config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed)
                 )
-                if record is None:
-                    state = out
-                else:
-                    state, log_prob, prediction = out
-                    log_probs.append(log_prob)
-                    predictions.append(prediction)
+                state, log_prob, prediction = out
+                log_probs.append(log_prob)
+                predictions.append(prediction)
+                health = update_health(health, self._likelihood, ys, log_prob, prediction)
                 n_seen += X.shape[0]
                 if self.verbose:
                     print(f"-- pass {epoch + 1}: {X.shape[0]} observations, {time.perf_counter() - start:.2f} s")
@@ -267,7 +272,16 @@ class _BaseBONG(BaseEstimator):
                     "(or the learning rate) or scale the inputs."
                 )
             )
-        if record is not None:
+        if health.diverged:
+            raise FloatingPointError(
+                f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
+                f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
+                f"{health.baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name}). The posterior "
+                "is finite but predicts garbage, so the estimator keeps its previous state. Lower sigma0 (now "
+                f"{self.sigma0!r}; sigma0^2 times the squared size of the network's gradients must stay near "
+                "the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate."
+            )
+        if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
             prediction = np.concatenate(predictions).astype(np.float64)
             if squeeze:
@@ -281,7 +295,18 @@ class _BaseBONG(BaseEstimator):
         self.posterior_ = state
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
-        if record is not None:
+        self._health = health
+        if health.not_learning:
+            warnings.warn(
+                f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
+                f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
+                f"is no better than a constant predictor's ({health.baseline_mean_loss:.3g}, "
+                f"{self._baseline_name}). Try another sigma0 (now {self.sigma0!r}: too small a prior learns "
+                "nothing, too wide a one diverges) or scale the inputs.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        if self.prequential:
             self.prequential_log_prob_ = log_prob
             self.prequential_prediction_ = prediction
         else:
@@ -443,6 +468,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         "n_predictive_samples": [Interval(Integral, 1, None, closed="left")],
     }
     _likelihood = "categorical"
+    _baseline_name = "the class frequencies seen so far"
 
     def __init__(
         self,
@@ -698,6 +724,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         "obs_noise": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
     }
     _likelihood = "gaussian"
+    _baseline_name = "the running mean and variance of y"
 
     def __init__(
         self,

@@ -1,0 +1,117 @@
+"""The prequential health test (skbong/_health.py) and what the estimators do with it."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+
+from skbong import BONGClassifier, BONGRegressor
+from skbong._health import HORIZON, MIN_OBSERVATIONS, new_health, update_health
+
+
+def _slow_scores(likelihood, Y, model):
+    """Model and constant-predictor log-probabilities, one row at a time."""
+    out = []
+    if likelihood == "categorical":
+        counts = np.zeros(Y.shape[1])
+        for row, model_row in zip(Y, model):
+            out.append((model_row, np.log((counts[row.argmax()] + 0.5) / (counts.sum() + 0.5 * Y.shape[1]))))
+            counts += row
+        return np.array(out).T
+
+    def log_density(row, mean, var):
+        return np.sum(-0.5 * np.log(2 * np.pi * var) - 0.5 * (row - mean) ** 2 / var)
+
+    seen, residuals = [np.zeros(Y.shape[1])], [np.ones(Y.shape[1])]  # one pseudo-observation each
+    for row, mean_row in zip(Y, model):
+        n = len(seen)
+        mean = np.mean(seen, axis=0)
+        var = np.mean([(v - mean) ** 2 for v in seen], axis=0) + (0 if n > 1 else 1)
+        if n > 1:  # the pseudo-observation has second moment 1, not 0
+            var = (np.sum(np.square(seen), axis=0) + 1) / n - mean**2
+        model_var = np.mean(residuals, axis=0)
+        out.append((log_density(row, mean_row, model_var * (1 + 1 / n)), log_density(row, mean, var * (1 + 1 / n))))
+        seen.append(row)
+        residuals.append((row - mean_row) ** 2)
+    return np.array(out).T
+
+
+@pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
+def test_health_matches_a_row_by_row_computation_across_calls(likelihood):
+    rng = np.random.default_rng(0)
+    n = 3 * HORIZON
+    if likelihood == "categorical":
+        Y, model = np.eye(4)[rng.integers(4, size=n)], rng.normal(-1.5, 0.5, size=n)
+    else:
+        Y = rng.normal(1.0, 2.0, size=(n, 2))
+        model = Y + rng.normal(0.0, 0.5, size=(n, 2))  # the model's one-step-ahead means
+    health = new_health(likelihood, Y.shape[1])
+    for cut in np.split(np.arange(n), [7, 8, 300]):  # the split must not matter
+        health = update_health(health, likelihood, Y[cut], model[cut], model[cut])
+    model_lp, baseline_lp = _slow_scores(likelihood, Y, model)
+    weights = (1 - 1 / HORIZON) ** np.arange(n - 1, -1, -1)
+    np.testing.assert_allclose(health.model_mean_loss, -(weights @ model_lp) / weights.sum(), rtol=1e-10)
+    np.testing.assert_allclose(health.baseline_mean_loss, -(weights @ baseline_lp) / weights.sum(), rtol=1e-10)
+    assert health.n_scored == n
+    if likelihood == "gaussian":  # residual sd 0.5 against 2: log(2 / 0.5) nats per output better
+        assert health.excess_loss == pytest.approx(-2 * np.log(4), abs=0.3)
+
+
+def test_health_verdicts():
+    Y = np.eye(10)[np.arange(MIN_OBSERVATIONS) % 10]
+    uniform = np.full(MIN_OBSERVATIONS, -np.log(10))
+    fresh = new_health("categorical", 10)
+    short = update_health(fresh, "categorical", Y[:-1], uniform[:-1], None)
+    assert not short.not_learning and not short.diverged  # too few rows for a verdict
+    # The class frequencies of a cyclic label stream lose about 0.2 nats to a uniform guess.
+    worse = update_health(fresh, "categorical", Y, uniform - 0.5, None)
+    assert worse.not_learning and not worse.diverged
+    good = update_health(fresh, "categorical", Y, np.full(MIN_OBSERVATIONS, -0.1), None)
+    assert not good.not_learning and not good.diverged
+    bad = update_health(fresh, "categorical", Y, np.full(MIN_OBSERVATIONS, -5.0), None)
+    assert bad.diverged
+    assert update_health(fresh, "categorical", Y, np.r_[uniform[1:], -np.inf], None).diverged
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X[:600], y[:600]
+
+
+def test_a_diverging_classifier_raises_and_keeps_its_state(digits):
+    # Raw 0-16 pixels and a wide prior: the weights grow by orders of magnitude and the
+    # predictions become confident and wrong, with a finite posterior.
+    X, y = digits
+    clf = BONGClassifier(hidden_layer_sizes=(16,), sigma0=0.3, random_state=0).fit(X[:200] / 16, y[:200])
+    before = clf.predict_proba(X / 16)
+    clf.set_params(sigma0=10.0)
+    with pytest.raises(FloatingPointError, match="diverged.*constant predictor.*Lower sigma0"):
+        clf.fit(X, y)
+    np.testing.assert_array_equal(clf.predict_proba(X / 16), before)
+    assert clf.t_ == 200
+
+
+def test_a_classifier_that_learns_nothing_warns(digits):
+    X, y = digits
+    with pytest.warns(ConvergenceWarning, match="not learning"):
+        BONGClassifier(hidden_layer_sizes=(16,), sigma0=1e-3, random_state=0).fit(X / 16, y)
+
+
+def test_a_healthy_fit_is_silent(digits):
+    X, y = digits
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = BONGClassifier(hidden_layer_sizes=(16,), random_state=0).fit(X / 16, y)
+        for rows in np.array_split(np.arange(len(y)), 12):  # the same stream in partial_fit chunks
+            BONGClassifier(hidden_layer_sizes=(16,), random_state=0).partial_fit(X[rows] / 16, y[rows], range(10))
+    assert clf.score(X / 16, y) > 0.8
+
+
+def test_a_regressor_on_pure_noise_warns_that_it_is_not_learning():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 4)), rng.normal(size=300)
+    with pytest.warns(ConvergenceWarning, match="not learning.*running mean and variance"):
+        BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X, y)

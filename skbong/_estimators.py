@@ -315,11 +315,14 @@ class _BaseBONG(BaseEstimator):
         obs_noise: np.ndarray,
         shuffle: bool,
         squeeze: bool = False,
+        y_loc_scale: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
         Every check that can fail runs before the first attribute is written, so a
-        failed call leaves the estimator as it was.
+        failed call leaves the estimator as it was. ``y_loc_scale`` is the ``(mean,
+        scale)`` with which the regressor standardised ``Y``: the prequential record is
+        mapped back to the user's units with it.
         """
         rng = check_random_state(self.random_state)
         n_features = X.shape[1]
@@ -394,6 +397,10 @@ class _BaseBONG(BaseEstimator):
         if record is not None:
             log_prob = np.concatenate(log_probs).astype(np.float64)
             prediction = np.concatenate(predictions).astype(np.float64)
+            if y_loc_scale is not None:
+                loc, scale = y_loc_scale
+                prediction = prediction * scale + loc
+                log_prob = log_prob - np.log(scale).sum()
             if squeeze:
                 prediction = prediction[:, 0]
             if not reset and hasattr(self, "prequential_log_prob_"):
@@ -780,11 +787,22 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     observations) at a time with the Bayesian online natural-gradient update.
     Multi-output targets are supported.
 
+    Targets of any scale give the same fit: like
+    ``GaussianProcessRegressor(normalize_y=True)``, the estimator standardises each
+    output with the mean and standard deviation of the ``y`` of the first ``fit`` or
+    ``partial_fit`` call (a scale of 1 for a constant output or a single row; later
+    ``partial_fit`` calls keep them), runs the filter on the standardised targets, and
+    maps everything it returns back to the units of ``y``: predictions, standard
+    deviations, ``predict_with_params``, the prequential record, and ``obs_noise_``.
+    ``obs_noise`` is also given in the units of ``y`` (a variance); ``sigma0`` and
+    ``process_noise`` act on the weights and do not depend on them. Give the first
+    ``partial_fit`` call several rows so that its scale is representative.
+
     Parameters
     ----------
     obs_noise : "auto" or float, default="auto"
-        Observation variance ``R`` (per output). "auto" sets
-        ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
+        Observation variance ``R`` (per output), in the units of ``y`` squared. "auto"
+        sets ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
         ``partial_fit`` call, the empirical-Bayes choice of the BONG paper's
         experiments (Sec. 5, "R_t = 0.1 Var(y_{1:T})"); when that call holds fewer than
         two distinct targets, ``R = 0.1``. The value used is stored in ``obs_noise_``."""
@@ -796,7 +814,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     posterior_ : NamedTuple
         Belief state of the family; its first field is the posterior mean.
     obs_noise_ : ndarray of shape (n_outputs,)
-        Observation variance used.
+        Observation variance used, in the units of ``y`` squared.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -806,8 +824,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     t_ : int
         Number of observations absorbed into the posterior.
     prequential_log_prob_ : ndarray of shape (n_recorded,)
-        With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` under the linearised
-        predictive of :meth:`predict` for each observation, evaluated before it updated
+        With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` (a density in the units
+        of ``y``) under the linearised predictive of :meth:`predict` for each observation, evaluated before it updated
         the posterior, in the order absorbed, accumulated over the calls made with
         ``prequential=True`` since ``fit``; a call with ``prequential=False`` removes it.
     prequential_prediction_ : ndarray of shape (n_recorded,) or (n_recorded, n_outputs)
@@ -883,7 +901,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         return make_predictive("linearized", self._likelihood)
 
     def _obs_noise(self):
-        return self.obs_noise_
+        return self.obs_noise_ / self._y_scale**2  # in the standardised units of the filter
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -927,22 +945,41 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         return self
 
     def _absorb(self, X: np.ndarray, y: np.ndarray, *, reset: bool, n_passes: int, shuffle: bool) -> None:
-        """Filter on ``y``, returned later in the shape of the first call's ``y``."""
+        """Standardise ``y`` (with the first call's mean and scale) and filter on it."""
         Y = self._as_matrix(y)
         if reset:
-            obs_noise = self._initial_obs_noise(Y)
+            loc, scale = self._loc_scale(Y)
+            obs_noise = 0.1 * scale**2 if self.obs_noise == "auto" else np.full(Y.shape[1], float(self.obs_noise))
             y_is_1d = y.ndim == 1
         else:
             if Y.shape[1] != self.obs_noise_.shape[0]:
                 raise ValueError(
                     f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
                 )
-            obs_noise, y_is_1d = self.obs_noise_, self._y_is_1d
+            loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
         self._fit_stream(
-            X, Y, reset=reset, n_passes=n_passes, obs_noise=obs_noise, shuffle=shuffle, squeeze=y_is_1d
+            X,
+            (Y - loc) / scale,
+            reset=reset,
+            n_passes=n_passes,
+            obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)"),
+            shuffle=shuffle,
+            squeeze=y_is_1d,
+            y_loc_scale=(loc, scale),
         )
         self.obs_noise_ = obs_noise
-        self._y_is_1d = y_is_1d
+        self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
+
+    @staticmethod
+    def _loc_scale(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-output mean and standard deviation of ``Y``; scale 1 where ``Y`` is
+        constant (up to round-off) or has fewer than two rows."""
+        loc = Y.mean(axis=0)
+        scale = Y.std(axis=0)
+        if not np.all(np.isfinite(scale)):
+            raise ValueError("y is too large to standardise in float64; scale it down.")
+        constant = scale <= 10 * np.finfo(np.float64).eps * np.abs(loc)
+        return loc, np.where(constant | (scale == 0) | (Y.shape[0] < 2), 1.0, scale)
 
     def predict(self, X, return_std=False):
         """Predictive mean, and optionally standard deviation, of the targets.
@@ -950,7 +987,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         The mean is the network at the posterior mean of the weights; the standard
         deviation is that of the network linearised at the mean, ``sqrt(diag(J Sigma
         J^T) + R)`` (LO-FI Eqs. 59-61), computed without forming ``Sigma`` for the
-        diagonal and low-rank families, as in ``BayesianRidge.predict``.
+        diagonal and low-rank families, as in ``BayesianRidge.predict``. Both are in the
+        units of ``y``.
 
         Parameters
         ----------
@@ -968,8 +1006,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         if not return_std:
             return self.predict_with_params(X, self.posterior_[0])[0]
         out = self._predict_distribution(X)
-        mean = self._refuse_non_finite(out.mean)
-        std = self._refuse_non_finite(np.sqrt(out.var))
+        mean = self._refuse_non_finite(out.mean * self._y_scale + self._y_mean)
+        std = self._refuse_non_finite(np.sqrt(out.var) * self._y_scale)
         return self._shape_output(mean), self._shape_output(std)
 
     def predict_with_params(self, X, params):
@@ -984,9 +1022,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Returns
         -------
         y : ndarray of shape (n_draws, n_samples) or (n_draws, n_samples, n_outputs)
-            ``f(x, theta_s)`` for every draw ``theta_s``.
+            ``f(x, theta_s)`` for every draw ``theta_s``, in the units of ``y``.
         """
-        out = self._outputs_with_params(X, params)
+        out = self._outputs_with_params(X, params) * self._y_scale + self._y_mean
         return out[..., 0] if self._y_is_1d else out
 
     def _shape_output(self, a: np.ndarray) -> np.ndarray:
@@ -995,12 +1033,6 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     @staticmethod
     def _as_matrix(y: np.ndarray) -> np.ndarray:
         return np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
-
-    def _initial_obs_noise(self, Y: np.ndarray) -> np.ndarray:
-        if self.obs_noise != "auto":
-            return np.full(Y.shape[1], float(self.obs_noise))
-        var = Y.var(axis=0)
-        return np.where(var > 0, 0.1 * var, 0.1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

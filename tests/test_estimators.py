@@ -168,6 +168,76 @@ def test_fit_restarts_from_prior_and_partial_fit_continues(digits):
     assert two.t_ == 100 and two.n_iter_ == 2
 
 
+# ------------------------------------------------------------- targets of any scale
+@pytest.fixture(scope="module")
+def linear_stream():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 5))
+    y = X @ rng.normal(size=5) + 0.1 * rng.normal(size=500)
+    return X, y
+
+
+_SCALE_MODELS = {
+    "dlr-linear": dict(hidden_layer_sizes=(), family="dlr", rank=3),
+    "fc-linear": dict(hidden_layer_sizes=(), family="fc"),
+    "dlr-mlp": dict(hidden_layer_sizes=(16,), family="dlr", rank=5),
+}
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 1e3, 1e6])
+@pytest.mark.parametrize("model", sorted(_SCALE_MODELS))
+def test_regressor_fit_does_not_depend_on_the_units_of_y(linear_stream, model, scale):
+    # Before y was standardised inside the estimator, the default DLR-3 linear model
+    # scored R^2 0.999 on y, 0.0 on 100 y and -8.7e5 on 1e-6 y.
+    X, y = linear_stream
+    params = dict(random_state=0, prequential=True, **_SCALE_MODELS[model])
+    unit = BONGRegressor(**params).fit(X[:400], y[:400])
+    scaled = BONGRegressor(**params).fit(X[:400], scale * y[:400])
+    assert unit.score(X[400:], y[400:]) > 0.98
+    assert abs(scaled.score(X[400:], scale * y[400:]) - unit.score(X[400:], y[400:])) < 0.01
+    mean, std = unit.predict(X[400:], return_std=True)
+    scaled_mean, scaled_std = scaled.predict(X[400:], return_std=True)
+    np.testing.assert_allclose(scaled_mean / scale, mean, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scaled_std / scale, std, rtol=1e-4)
+    np.testing.assert_allclose(scaled.obs_noise_, scale**2 * unit.obs_noise_, rtol=1e-10)
+    np.testing.assert_allclose(scaled.obs_noise_, 0.1 * np.var(scale * y[:400]), rtol=1e-10)
+    # The prequential record is in the user's units: a density of y scaled by c is the
+    # density of y divided by c.
+    np.testing.assert_allclose(scaled.prequential_prediction_ / scale, unit.prequential_prediction_, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        scaled.prequential_log_prob_ + np.log(scale), unit.prequential_log_prob_, rtol=1e-4, atol=1e-4
+    )
+    draws = unit.sample_params(3, random_state=0)
+    np.testing.assert_allclose(
+        scaled.predict_with_params(X[400:], draws) / scale, unit.predict_with_params(X[400:], draws), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_regressor_obs_noise_is_in_the_units_of_y(linear_stream):
+    X, y = linear_stream
+    params = dict(hidden_layer_sizes=(8,), random_state=0, shuffle=False)
+    unit = BONGRegressor(obs_noise=0.05, **params).fit(X[:200], y[:200])
+    scaled = BONGRegressor(obs_noise=0.05 * 1e4, **params).fit(X[:200], 100 * y[:200])
+    np.testing.assert_array_equal(scaled.obs_noise_, [0.05 * 1e4])
+    np.testing.assert_allclose(scaled.predict(X[200:]) / 100, unit.predict(X[200:]), rtol=1e-4, atol=1e-4)
+    # The same R in other units is another model: a hundred times less noise.
+    other = BONGRegressor(obs_noise=0.05, **params).fit(X[:200], 100 * y[:200])
+    assert np.abs(other.predict(X[200:]) / 100 - unit.predict(X[200:])).max() > 1e-2
+
+
+def test_regressor_partial_fit_keeps_the_first_calls_standardisation(linear_stream):
+    X, y = linear_stream
+    params = dict(hidden_layer_sizes=(), family="fc", random_state=0)
+    unit = BONGRegressor(**params).partial_fit(X[:100], y[:100])
+    scaled = BONGRegressor(**params).partial_fit(X[:100], 1e5 * y[:100])
+    noise = scaled.obs_noise_.copy()
+    # A later batch of another spread does not change the units the filter works in.
+    unit.partial_fit(X[100:300], 3 * y[100:300] + 7)
+    scaled.partial_fit(X[100:300], 1e5 * (3 * y[100:300] + 7))
+    np.testing.assert_array_equal(scaled.obs_noise_, noise)
+    np.testing.assert_allclose(scaled.predict(X[300:]) / 1e5, unit.predict(X[300:]), rtol=1e-4, atol=1e-4)
+
+
 # ------------------------------------------------------------------ bad input (issue 19)
 def _four_features():
     rng = np.random.default_rng(0)

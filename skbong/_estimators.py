@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -57,7 +57,9 @@ _SHARED_PARAMS_DOC = """
         guaranteed to keep the covariance positive: with a large ``sigma0`` it can
         break down, and ``fit`` then raises ``FloatingPointError`` (state unchanged).
     rank : int, default=10
-        Rank of the low-rank precision term (``family="dlr"`` only).
+        Rank of the low-rank precision term (``family="dlr"`` only). A rank at or above
+        the number of weights ``P`` makes the precision a full matrix (what "fc" stores
+        directly) at a higher cost, so it is capped to ``P`` with a warning.
     algorithm : {"bong", "blr", "bog", "bbb"}, default="bong"
         Update rule (BONG paper Table 2). "bong": one natural-gradient step of unit size
         on the expected log-likelihood from the prior (Eq. 5). "blr": ``n_inner_steps``
@@ -76,9 +78,10 @@ _SHARED_PARAMS_DOC = """
         "mc_hess" with "dlr" is not available (Appendix E.5).
     learning_rate : float, default=1.0
         ``alpha`` of "blr", "bog" and "bbb". "bong" always takes the unit step that makes
-        it exact for conjugate models (Prop. 4.1) and ignores it. "blr" with "dlr"
-        requires ``learning_rate <= 1`` (Eq. 294 takes ``sqrt(1 - alpha)``). Changing it
-        never recompiles.
+        it exact for conjugate models (Eq. 5, Prop. 4.1) and does not use it: ``fit`` and
+        ``partial_fit`` warn when it is set with "bong", so that a search over it does not
+        silently repeat one fit. "blr" with "dlr" requires ``learning_rate <= 1``
+        (Eq. 294 takes ``sqrt(1 - alpha)``). Changing it never recompiles.
     n_inner_steps : int, default=1
         Inner iterations ``I`` per filter step of "blr" and "bbb"; "bong" and "bog" take
         one step by definition.
@@ -112,7 +115,15 @@ _SHARED_PARAMS_DOC = """
         Print progress per pass when positive.
     dtype : {"float32", "float64"}, default="float32"
         Computation precision. "float64" runs inside JAX's scoped x64 mode; the global
-        JAX setting is never changed."""
+        JAX setting is never changed. Inputs whose squares exceed its range (``|x|`` above
+        about ``1.8e19`` in float32) are refused by ``fit`` and ``partial_fit``.
+
+    ``hidden_layer_sizes``, ``activation``, ``family``, ``rank`` and ``dtype`` fix the
+    structure of the posterior: changing one after fitting makes ``partial_fit`` and the
+    prediction methods raise ``ValueError`` until ``fit`` is called again. The continuous
+    hyperparameters may change between ``partial_fit`` calls (``sigma0`` acts only in
+    ``fit`` and on the first ``partial_fit`` call). A ``fit`` or ``partial_fit`` call that
+    raises leaves the estimator as it was."""
 
 
 def _x64_scope(dtype: str):
@@ -189,11 +200,64 @@ class _BaseBONG(BaseEstimator):
         self.dtype = dtype
 
     # ----------------------------------------------------------------- structure
+    @contextlib.contextmanager
+    def _fitting(self):
+        """Scope of a ``fit`` or ``partial_fit`` call: checks the parameters that the
+        declarative constraints cannot express, and puts every attribute back as it was
+        if the call raises, whatever writes it (``validate_data`` sets
+        ``n_features_in_`` before the data is checked further)."""
+        self._check_params()
+        saved = self.__dict__.copy()
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    def _check_params(self) -> None:
+        # scikit-learn's Interval(Real) and Interval(Integral) accept True and False.
+        for name, constraints in self._parameter_constraints.items():
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) and any(isinstance(c, Interval) for c in constraints):
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {type(self).__name__} must be a number, not a bool; got {value!r}."
+                )
+        self._hidden_layer_sizes()
+
+    def _hidden_layer_sizes(self) -> tuple[int, ...]:
+        sizes = self.hidden_layer_sizes
+        if not all(isinstance(h, Integral) and not isinstance(h, (bool, np.bool_)) and h >= 1 for h in sizes):
+            raise ValueError(f"hidden_layer_sizes must hold positive integers, got {sizes!r}.")
+        return tuple(int(h) for h in sizes)
+
     def _model_spec(self, n_features: int, n_outputs: int) -> MLPSpec:
-        sizes = tuple(int(h) for h in self.hidden_layer_sizes)
-        if any(h < 1 for h in sizes):
-            raise ValueError(f"hidden_layer_sizes must hold positive integers, got {self.hidden_layer_sizes!r}.")
-        return MLPSpec(n_features, sizes, n_outputs, self.activation)
+        return MLPSpec(n_features, self._hidden_layer_sizes(), n_outputs, self.activation)
+
+    def _rank(self, n_params: int) -> int:
+        # DLR of rank R >= P is a full precision matrix; a larger R only costs more.
+        return min(self.rank, n_params) if self.family == "dlr" else self.rank
+
+    def _structure(self, n_params: int) -> dict:
+        """The parameters that shape the posterior and the network, as used."""
+        return {
+            "hidden_layer_sizes": self._hidden_layer_sizes(),
+            "activation": self.activation,
+            "family": self.family,
+            "rank": self._rank(n_params) if self.family == "dlr" else None,
+            "dtype": self.dtype,
+        }
+
+    def _check_structure(self) -> None:
+        """Refuse to use a posterior whose structure the parameters no longer describe."""
+        current = self._structure(self._spec.n_params)
+        for name, fitted in self._fitted_structure.items():
+            if current[name] != fitted:
+                raise ValueError(
+                    f"{name} changed since the posterior was fitted (fitted with {fitted!r}, "
+                    f"now {current[name]!r}): that posterior has another structure. Call fit "
+                    "to start from the prior with the new value, or set it back."
+                )
 
     def _config(self, spec: MLPSpec):
         # make_config raises a clear ValueError for combinations that are not available.
@@ -206,26 +270,88 @@ class _BaseBONG(BaseEstimator):
             spec.apply,
             self._likelihood,
             self.family,
-            self.rank,
+            self._rank(spec.n_params),
             self.algorithm,
             self.hessian,
             self.n_inner_steps,
             self.n_mc_samples,
         )
 
+    def _in_dtype(self, a: np.ndarray, name: str, *, squared: bool = False) -> np.ndarray:
+        """``a`` in the computation dtype, refusing values beyond its range: with
+        ``squared``, values whose squares are (the linearised update forms ``x x^T``)."""
+        info = np.finfo(self.dtype)
+        limit = float(np.sqrt(info.max)) if squared else float(info.max)
+        largest = float(np.abs(a).max(initial=0.0))
+        if not largest <= limit:
+            raise ValueError(
+                f"{name} holds values up to {largest:.3g}, beyond what dtype={self.dtype!r} can "
+                f"{'square' if squared else 'represent'} ({limit:.3g}). Scale {name} "
+                "(e.g. with sklearn.preprocessing.StandardScaler)"
+                + (" or use dtype='float64'." if self.dtype == "float32" else ".")
+            )
+        return np.asarray(a).astype(self.dtype, copy=False)
+
+    def _refuse_non_finite(self, predictions: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
+        """Raise instead of returning NaN or infinite predictions (``allowed`` marks
+        entries that may be infinite, e.g. the log of a zero probability)."""
+        bad = ~np.isfinite(predictions)
+        if allowed is not None:
+            bad &= ~allowed
+        if bad.any():
+            raise FloatingPointError(
+                f"The predictions are not finite (NaN or overflow in dtype={self.dtype!r}) for "
+                "finite inputs: the inputs are far outside the range the posterior was fitted "
+                "on, or the fitted posterior is degenerate. Scale the inputs as for fit, use "
+                "dtype='float64', or refit (e.g. with a smaller sigma0)."
+            )
+        return predictions
+
     # ------------------------------------------------------------------ fitting
     def _fit_stream(
-        self, X, Y, *, reset: bool, n_passes: int, obs_noise: np.ndarray, shuffle: bool, squeeze: bool = False
+        self,
+        X,
+        Y,
+        *,
+        reset: bool,
+        n_passes: int,
+        obs_noise: np.ndarray,
+        shuffle: bool,
+        squeeze: bool = False,
+        y_loc_scale: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
         Every check that can fail runs before the first attribute is written, so a
-        failed call leaves the estimator as it was.
+        failed call leaves the estimator as it was. ``y_loc_scale`` is the ``(mean,
+        scale)`` with which the regressor standardised ``Y``: the prequential record is
+        mapped back to the user's units with it.
         """
         rng = check_random_state(self.random_state)
         n_features = X.shape[1]
+        spec = self._model_spec(n_features, Y.shape[1])
+        if not reset:
+            self._check_structure()
+        if self.family == "dlr" and self.rank >= spec.n_params:
+            warnings.warn(
+                f"rank={self.rank} is at least the number of weights P={spec.n_params}: a "
+                "diagonal-plus-low-rank precision of rank >= P is a full precision matrix "
+                "(family='fc' stores it directly), so the rank is capped to "
+                f"{spec.n_params}.",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self.algorithm == "bong" and self.learning_rate != 1.0:
+            warnings.warn(
+                f"learning_rate={self.learning_rate} has no effect with algorithm='bong', which "
+                "takes the unit natural-gradient step of BONG Eq. 5; learning_rate acts only "
+                "for algorithm='blr', 'bog' and 'bbb'.",
+                UserWarning,
+                stacklevel=2,
+            )
+        X = self._in_dtype(X, "X", squared=True)
+        Y = self._in_dtype(Y, "y")
         with _x64_scope(self.dtype):
-            spec = self._model_spec(n_features, Y.shape[1])
             config = self._config(spec)
             if reset:
                 seed = int(rng.randint(np.iinfo(np.int32).max))
@@ -284,6 +410,10 @@ class _BaseBONG(BaseEstimator):
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
             prediction = np.concatenate(predictions).astype(np.float64)
+            if y_loc_scale is not None:
+                loc, scale = y_loc_scale
+                prediction = prediction * scale + loc
+                log_prob = log_prob - np.log(scale).sum()
             if squeeze:
                 prediction = prediction[:, 0]
             if not reset and hasattr(self, "prequential_log_prob_"):
@@ -292,6 +422,7 @@ class _BaseBONG(BaseEstimator):
                 prediction = np.concatenate([previous, prediction])
         self._seed = seed
         self._spec = spec
+        self._fitted_structure = self._structure(spec.n_params)
         self.posterior_ = state
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
@@ -321,19 +452,24 @@ class _BaseBONG(BaseEstimator):
 
     def _predict_distribution(self, X):
         """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""
-        check_is_fitted(self, "posterior_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = self._prediction_inputs(X)
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
             out = predict_distribution(
                 config,
                 self._predictive(config),
                 self._posterior(),
-                X.astype(self.dtype, copy=False),
+                X,
                 self._obs_noise(),
                 self._predict_key(self._seed),
             )
         return type(out)(*(a.astype(np.float64) for a in out))
+
+    def _prediction_inputs(self, X) -> np.ndarray:
+        check_is_fitted(self, "posterior_")
+        self._check_structure()
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return self._in_dtype(X, "X")
 
     def _posterior(self):
         return jax.tree_util.tree_map(jnp.asarray, self.posterior_)
@@ -354,7 +490,8 @@ class _BaseBONG(BaseEstimator):
             sampling.
         """
         check_is_fitted(self, "posterior_")
-        if not (isinstance(n_samples, Integral) and n_samples >= 1):
+        self._check_structure()
+        if not (isinstance(n_samples, Integral) and not isinstance(n_samples, bool) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
         seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
         with _x64_scope(self.dtype):
@@ -364,8 +501,7 @@ class _BaseBONG(BaseEstimator):
 
     def _outputs_with_params(self, X, params):
         """``E[y | x, theta_s]`` of shape ``(n_draws, n_samples, n_outputs)``."""
-        check_is_fitted(self, "posterior_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = self._prediction_inputs(X)
         params = np.asarray(params, dtype=np.float64)
         n_params = self.posterior_[0].shape[0]
         if params.ndim == 1:
@@ -374,8 +510,8 @@ class _BaseBONG(BaseEstimator):
             raise ValueError(f"params must have shape (n_draws, {n_params}), got {np.shape(params)}.")
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
-            h = predict_at(config, jnp.asarray(params, self.dtype), X.astype(self.dtype, copy=False))
-        return h.astype(np.float64)
+            h = predict_at(config, jnp.asarray(params, self.dtype), X)
+        return self._refuse_non_finite(h.astype(np.float64))
 
     # -------------------------------------------------------------- persistence
     def __getstate__(self):
@@ -537,13 +673,14 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         self : BONGClassifier
         """
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        classes = np.unique(y)
-        self._check_two_classes(classes)
-        Y = self._one_hot(y, classes)
-        self._fit_stream(X, Y, reset=True, n_passes=self.max_iter, obs_noise=np.ones(1), shuffle=self.shuffle)
-        self.classes_ = classes
+        with self._fitting():
+            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            check_classification_targets(y)
+            classes = np.unique(y)
+            self._check_two_classes(classes)
+            Y = self._one_hot(y, classes)
+            self._fit_stream(X, Y, reset=True, n_passes=self.max_iter, obs_noise=np.ones(1), shuffle=self.shuffle)
+            self.classes_ = classes
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -562,25 +699,26 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         self : BONGClassifier
         """
-        first_call = not hasattr(self, "posterior_")
-        X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32])
-        check_classification_targets(y)
-        if first_call:
-            if classes is None:
-                raise ValueError("classes must be passed on the first call to partial_fit.")
-            classes = np.unique(np.asarray(classes))
-            self._check_two_classes(classes)
-        else:
-            if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
-                raise ValueError(
-                    f"`classes={classes!r}` is not the same as on the first call to partial_fit "
-                    f"({self.classes_!r})."
-                )
-            classes = self.classes_
-        Y = self._one_hot(y, classes)
-        # obs_noise is unused by the categorical likelihood.
-        self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=np.ones(1), shuffle=False)
-        self.classes_ = classes
+        with self._fitting():
+            first_call = not hasattr(self, "posterior_")
+            X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32])
+            check_classification_targets(y)
+            if first_call:
+                if classes is None:
+                    raise ValueError("classes must be passed on the first call to partial_fit.")
+                classes = np.unique(np.asarray(classes))
+                self._check_two_classes(classes)
+            else:
+                if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+                    raise ValueError(
+                        f"`classes={classes!r}` is not the same as on the first call to partial_fit "
+                        f"({self.classes_!r})."
+                    )
+                classes = self.classes_
+            Y = self._one_hot(y, classes)
+            # obs_noise is unused by the categorical likelihood.
+            self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=np.ones(1), shuffle=False)
+            self.classes_ = classes
         return self
 
     def predict_proba(self, X):
@@ -610,7 +748,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         log_proba = self._predict_distribution(X).log_proba
         # Renormalise in float64 so that the exponentials sum to one at this precision.
         top = log_proba.max(axis=1, keepdims=True)
-        return log_proba - top - np.log(np.exp(log_proba - top).sum(axis=1, keepdims=True))
+        log_proba = log_proba - top - np.log(np.exp(log_proba - top).sum(axis=1, keepdims=True))
+        # A probability that underflowed to zero has log -inf; NaN never is an answer.
+        return self._refuse_non_finite(log_proba, allowed=np.isneginf(log_proba))
 
     def predict(self, X):
         """Most probable class under :meth:`predict_proba`.
@@ -672,11 +812,22 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     observations) at a time with the Bayesian online natural-gradient update.
     Multi-output targets are supported.
 
+    Targets of any scale give the same fit: like
+    ``GaussianProcessRegressor(normalize_y=True)``, the estimator standardises each
+    output with the mean and standard deviation of the ``y`` of the first ``fit`` or
+    ``partial_fit`` call (a scale of 1 for a constant output or a single row; later
+    ``partial_fit`` calls keep them), runs the filter on the standardised targets, and
+    maps everything it returns back to the units of ``y``: predictions, standard
+    deviations, ``predict_with_params``, the prequential record, and ``obs_noise_``.
+    ``obs_noise`` is also given in the units of ``y`` (a variance); ``sigma0`` and
+    ``process_noise`` act on the weights and do not depend on them. Give the first
+    ``partial_fit`` call several rows so that its scale is representative.
+
     Parameters
     ----------
     obs_noise : "auto" or float, default="auto"
-        Observation variance ``R`` (per output). "auto" sets
-        ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
+        Observation variance ``R`` (per output), in the units of ``y`` squared. "auto"
+        sets ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
         ``partial_fit`` call, the empirical-Bayes choice of the BONG paper's
         experiments (Sec. 5, "R_t = 0.1 Var(y_{1:T})"); when that call holds fewer than
         two distinct targets, ``R = 0.1``. The value used is stored in ``obs_noise_``."""
@@ -688,7 +839,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     posterior_ : NamedTuple
         Belief state of the family; its first field is the posterior mean.
     obs_noise_ : ndarray of shape (n_outputs,)
-        Observation variance used.
+        Observation variance used, in the units of ``y`` squared.
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -698,8 +849,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     t_ : int
         Number of observations absorbed into the posterior.
     prequential_log_prob_ : ndarray of shape (n_recorded,)
-        With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` under the linearised
-        predictive of :meth:`predict` for each observation, evaluated before it updated
+        With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` (a density in the units
+        of ``y``) under the linearised predictive of :meth:`predict` for each observation, evaluated before it updated
         the posterior, in the order absorbed, accumulated over the calls made with
         ``prequential=True`` since ``fit``; a call with ``prequential=False`` removes it.
     prequential_prediction_ : ndarray of shape (n_recorded,) or (n_recorded, n_outputs)
@@ -776,7 +927,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         return make_predictive("linearized", self._likelihood)
 
     def _obs_noise(self):
-        return self.obs_noise_
+        return self.obs_noise_ / self._y_scale**2  # in the standardised units of the filter
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -791,14 +942,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         -------
         self : BONGRegressor
         """
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
-        Y = self._as_matrix(y)
-        obs_noise = self._initial_obs_noise(Y)
-        self._fit_stream(
-            X, Y, reset=True, n_passes=self.max_iter, obs_noise=obs_noise, shuffle=self.shuffle, squeeze=y.ndim == 1
-        )
-        self.obs_noise_ = obs_noise
-        self._y_is_1d = y.ndim == 1
+        with self._fitting():
+            X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+            self._absorb(X, y, reset=True, n_passes=self.max_iter, shuffle=self.shuffle)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -809,23 +955,57 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            After the first call, ``(n_samples,)`` and ``(n_samples, 1)`` both mean one
+            output; predictions keep the shape of the first call's ``y``.
 
         Returns
         -------
         self : BONGRegressor
         """
-        first_call = not hasattr(self, "posterior_")
-        X, y = validate_data(self, X, y, reset=first_call, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
-        Y = self._as_matrix(y)
-        if not first_call and Y.shape[1] != self.obs_noise_.shape[0]:
-            raise ValueError(
-                f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
+        with self._fitting():
+            first_call = not hasattr(self, "posterior_")
+            X, y = validate_data(
+                self, X, y, reset=first_call, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
             )
-        obs_noise = self._initial_obs_noise(Y) if first_call else self.obs_noise_
-        self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=obs_noise, shuffle=False, squeeze=y.ndim == 1)
-        self.obs_noise_ = obs_noise
-        self._y_is_1d = y.ndim == 1
+            self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False)
         return self
+
+    def _absorb(self, X: np.ndarray, y: np.ndarray, *, reset: bool, n_passes: int, shuffle: bool) -> None:
+        """Standardise ``y`` (with the first call's mean and scale) and filter on it."""
+        Y = self._as_matrix(y)
+        if reset:
+            loc, scale = self._loc_scale(Y)
+            obs_noise = 0.1 * scale**2 if self.obs_noise == "auto" else np.full(Y.shape[1], float(self.obs_noise))
+            y_is_1d = y.ndim == 1
+        else:
+            if Y.shape[1] != self.obs_noise_.shape[0]:
+                raise ValueError(
+                    f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
+                )
+            loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
+        self._fit_stream(
+            X,
+            (Y - loc) / scale,
+            reset=reset,
+            n_passes=n_passes,
+            obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)"),
+            shuffle=shuffle,
+            squeeze=y_is_1d,
+            y_loc_scale=(loc, scale),
+        )
+        self.obs_noise_ = obs_noise
+        self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
+
+    @staticmethod
+    def _loc_scale(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-output mean and standard deviation of ``Y``; scale 1 where ``Y`` is
+        constant (up to round-off) or has fewer than two rows."""
+        loc = Y.mean(axis=0)
+        scale = Y.std(axis=0)
+        if not np.all(np.isfinite(scale)):
+            raise ValueError("y is too large to standardise in float64; scale it down.")
+        constant = scale <= 10 * np.finfo(np.float64).eps * np.abs(loc)
+        return loc, np.where(constant | (scale == 0) | (Y.shape[0] < 2), 1.0, scale)
 
     def predict(self, X, return_std=False):
         """Predictive mean, and optionally standard deviation, of the targets.
@@ -833,7 +1013,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         The mean is the network at the posterior mean of the weights; the standard
         deviation is that of the network linearised at the mean, ``sqrt(diag(J Sigma
         J^T) + R)`` (LO-FI Eqs. 59-61), computed without forming ``Sigma`` for the
-        diagonal and low-rank families, as in ``BayesianRidge.predict``.
+        diagonal and low-rank families, as in ``BayesianRidge.predict``. Both are in the
+        units of ``y``.
 
         Parameters
         ----------
@@ -849,9 +1030,11 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         check_is_fitted(self, "posterior_")
         if not return_std:
-            return self._shape_output(self._outputs_with_params(X, self.posterior_[0])[0])
+            return self.predict_with_params(X, self.posterior_[0])[0]
         out = self._predict_distribution(X)
-        return self._shape_output(out.mean), self._shape_output(np.sqrt(out.var))
+        mean = self._refuse_non_finite(out.mean * self._y_scale + self._y_mean)
+        std = self._refuse_non_finite(np.sqrt(out.var) * self._y_scale)
+        return self._shape_output(mean), self._shape_output(std)
 
     def predict_with_params(self, X, params):
         """Predictions of the network at given weights, e.g. posterior draws.
@@ -865,9 +1048,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Returns
         -------
         y : ndarray of shape (n_draws, n_samples) or (n_draws, n_samples, n_outputs)
-            ``f(x, theta_s)`` for every draw ``theta_s``.
+            ``f(x, theta_s)`` for every draw ``theta_s``, in the units of ``y``.
         """
-        out = self._outputs_with_params(X, params)
+        out = self._outputs_with_params(X, params) * self._y_scale + self._y_mean
         return out[..., 0] if self._y_is_1d else out
 
     def _shape_output(self, a: np.ndarray) -> np.ndarray:
@@ -876,12 +1059,6 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     @staticmethod
     def _as_matrix(y: np.ndarray) -> np.ndarray:
         return np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
-
-    def _initial_obs_noise(self, Y: np.ndarray) -> np.ndarray:
-        if self.obs_noise != "auto":
-            return np.full(Y.shape[1], float(self.obs_noise))
-        var = Y.var(axis=0)
-        return np.where(var > 0, 0.1 * var, 0.1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

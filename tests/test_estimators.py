@@ -1,6 +1,7 @@
 """Behaviour of BONGClassifier / BONGRegressor beyond check_estimator."""
 
 import pickle
+import warnings
 
 import jax
 import numpy as np
@@ -165,3 +166,275 @@ def test_fit_restarts_from_prior_and_partial_fit_continues(digits):
     assert est.t_ == 50 and est.n_iter_ == 1
     two = BONGClassifier(random_state=0, max_iter=2).fit(X_train[:50], y_train[:50])
     assert two.t_ == 100 and two.n_iter_ == 2
+
+
+# ------------------------------------------------------------- targets of any scale
+@pytest.fixture(scope="module")
+def linear_stream():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 5))
+    y = X @ rng.normal(size=5) + 0.1 * rng.normal(size=500)
+    return X, y
+
+
+_SCALE_MODELS = {
+    "dlr-linear": dict(hidden_layer_sizes=(), family="dlr", rank=3),
+    "fc-linear": dict(hidden_layer_sizes=(), family="fc"),
+    "dlr-mlp": dict(hidden_layer_sizes=(16,), family="dlr", rank=5),
+}
+
+
+@pytest.mark.parametrize("scale", [1e-6, 1e-3, 1e3, 1e6])
+@pytest.mark.parametrize("model", sorted(_SCALE_MODELS))
+def test_regressor_fit_does_not_depend_on_the_units_of_y(linear_stream, model, scale):
+    # Before y was standardised inside the estimator, the default DLR-3 linear model
+    # scored R^2 0.999 on y, 0.0 on 100 y and -8.7e5 on 1e-6 y.
+    X, y = linear_stream
+    params = dict(random_state=0, prequential=True, **_SCALE_MODELS[model])
+    unit = BONGRegressor(**params).fit(X[:400], y[:400])
+    scaled = BONGRegressor(**params).fit(X[:400], scale * y[:400])
+    assert unit.score(X[400:], y[400:]) > 0.98
+    assert abs(scaled.score(X[400:], scale * y[400:]) - unit.score(X[400:], y[400:])) < 0.01
+    mean, std = unit.predict(X[400:], return_std=True)
+    scaled_mean, scaled_std = scaled.predict(X[400:], return_std=True)
+    np.testing.assert_allclose(scaled_mean / scale, mean, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scaled_std / scale, std, rtol=1e-4)
+    np.testing.assert_allclose(scaled.obs_noise_, scale**2 * unit.obs_noise_, rtol=1e-10)
+    np.testing.assert_allclose(scaled.obs_noise_, 0.1 * np.var(scale * y[:400]), rtol=1e-10)
+    # The prequential record is in the user's units: a density of y scaled by c is the
+    # density of y divided by c.
+    np.testing.assert_allclose(scaled.prequential_prediction_ / scale, unit.prequential_prediction_, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        scaled.prequential_log_prob_ + np.log(scale), unit.prequential_log_prob_, rtol=1e-4, atol=1e-4
+    )
+    draws = unit.sample_params(3, random_state=0)
+    np.testing.assert_allclose(
+        scaled.predict_with_params(X[400:], draws) / scale, unit.predict_with_params(X[400:], draws), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_regressor_obs_noise_is_in_the_units_of_y(linear_stream):
+    X, y = linear_stream
+    params = dict(hidden_layer_sizes=(8,), random_state=0, shuffle=False)
+    unit = BONGRegressor(obs_noise=0.05, **params).fit(X[:200], y[:200])
+    scaled = BONGRegressor(obs_noise=0.05 * 1e4, **params).fit(X[:200], 100 * y[:200])
+    np.testing.assert_array_equal(scaled.obs_noise_, [0.05 * 1e4])
+    np.testing.assert_allclose(scaled.predict(X[200:]) / 100, unit.predict(X[200:]), rtol=1e-4, atol=1e-4)
+    # The same R in other units is another model: a hundred times less noise.
+    other = BONGRegressor(obs_noise=0.05, **params).fit(X[:200], 100 * y[:200])
+    assert np.abs(other.predict(X[200:]) / 100 - unit.predict(X[200:])).max() > 1e-2
+
+
+def test_regressor_partial_fit_keeps_the_first_calls_standardisation(linear_stream):
+    X, y = linear_stream
+    params = dict(hidden_layer_sizes=(), family="fc", random_state=0)
+    unit = BONGRegressor(**params).partial_fit(X[:100], y[:100])
+    scaled = BONGRegressor(**params).partial_fit(X[:100], 1e5 * y[:100])
+    noise = scaled.obs_noise_.copy()
+    # A later batch of another spread does not change the units the filter works in.
+    unit.partial_fit(X[100:300], 3 * y[100:300] + 7)
+    scaled.partial_fit(X[100:300], 1e5 * (3 * y[100:300] + 7))
+    np.testing.assert_array_equal(scaled.obs_noise_, noise)
+    np.testing.assert_allclose(scaled.predict(X[300:]) / 1e5, unit.predict(X[300:]), rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------ bad input (issue 19)
+def _four_features():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 6))
+    return X, (X[:, 0] + X[:, 1] > 0).astype(int)
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])
+def test_refused_fit_leaves_the_fitted_model_as_it_was(make):
+    # Six-feature data refused after validate_data has recorded n_features_in_ = 6: one
+    # class for the classifier; for the regressor, a value whose square overflows float32
+    # (before its own check, the update failed on it with a FloatingPointError).
+    X, y = _four_features()
+    bad_X, bad_y = X[:40].copy(), y[:40].copy()
+    if make is BONGClassifier:
+        bad_y[:] = 0
+    else:
+        bad_X[5, 5] = 1e30
+    est = make(hidden_layer_sizes=(4,), random_state=0).fit(X[:40, :4], y[:40])
+    before = _snapshot(est)
+    predicted = est.predict(X[40:, :4])
+    with pytest.raises((ValueError, FloatingPointError)):
+        est.fit(bad_X, bad_y)
+    assert est.n_features_in_ == 4
+    _assert_same_state(before, est.__dict__)
+    np.testing.assert_array_equal(est.predict(X[40:, :4]), predicted)
+    # An estimator that was never fitted stays unfitted.
+    fresh = make(hidden_layer_sizes=(4,), random_state=0)
+    with pytest.raises((ValueError, FloatingPointError)):
+        fresh.fit(bad_X, bad_y)
+    assert fresh.__dict__ == make(hidden_layer_sizes=(4,), random_state=0).__dict__
+
+
+_STRUCTURE_CHANGES = {
+    "hidden_layer_sizes": (5,),
+    "activation": "tanh",
+    "family": "diag",
+    "rank": 2,
+    "dtype": "float64",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_STRUCTURE_CHANGES))
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])
+def test_structure_changed_after_fit_is_refused(make, name):
+    X, y = _four_features()
+    est = make(hidden_layer_sizes=(4,), rank=3, random_state=0).fit(X[:40], y[:40])
+    predicted = est.predict(X[40:])
+    fitted_value = est.get_params()[name]
+    est.set_params(**{name: _STRUCTURE_CHANGES[name]})
+    calls = {
+        "partial_fit": lambda: est.partial_fit(X[40:], y[40:]),
+        "predict": lambda: est.predict(X[40:]),
+        "sample_params": lambda: est.sample_params(2, random_state=0),
+        "predict_with_params": lambda: est.predict_with_params(X[40:], np.zeros(est.posterior_[0].shape[0])),
+    }
+    if make is BONGClassifier:
+        calls["predict_proba"] = lambda: est.predict_proba(X[40:])
+    else:
+        calls["predict_std"] = lambda: est.predict(X[40:], return_std=True)
+    before = _snapshot(est)
+    for call in calls.values():
+        with pytest.raises(ValueError, match=f"{name} changed since the posterior was fitted.*Call fit"):
+            call()
+    _assert_same_state(before, est.__dict__)
+    est.set_params(**{name: fitted_value})
+    np.testing.assert_array_equal(est.predict(X[40:]), predicted)
+    est.set_params(**{name: _STRUCTURE_CHANGES[name]}).fit(X[:40], y[:40])  # fit starts afresh
+    est.partial_fit(X[40:], y[40:])
+    assert est.t_ == 60
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])
+def test_continuous_hyperparameters_may_change_between_partial_fits(make):
+    X, y = _four_features()
+    est = make(hidden_layer_sizes=(4,), family="fc", rank=3, random_state=0).fit(X[:40], y[:40])
+    mean = np.asarray(est.posterior_[0]).copy()
+    # rank is not part of the structure of the "fc" family.
+    est.set_params(sigma0=2.0, process_noise=1e-3, dynamics_decay=0.99, rank=7, algorithm="blr", learning_rate=0.5)
+    est.partial_fit(X[40:], y[40:])
+    assert est.t_ == 60 and not np.array_equal(est.posterior_[0], mean)
+
+
+_NUMERIC = ["rank", "learning_rate", "n_inner_steps", "n_mc_samples", "sigma0", "dynamics_decay",
+            "process_noise", "max_iter", "batch_size"]
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [(BONGClassifier, n) for n in [*_NUMERIC, "n_predictive_samples"]] + [(BONGRegressor, n) for n in [*_NUMERIC, "obs_noise"]],
+)
+@pytest.mark.parametrize("value", [True, False, np.True_])
+def test_bools_are_refused_for_numeric_parameters(make, name, value):
+    # scikit-learn's Interval(Real) and Interval(Integral) accept bools; sigma0=True
+    # used to fit a model with sigma0 = 1.
+    X, y = _four_features()
+    est = make(**{name: value})
+    with pytest.raises(ValueError, match=f"'{name}' parameter of {make.__name__} must be"):
+        est.fit(X, y)
+    with pytest.raises(ValueError, match=name):
+        est.partial_fit(X, y, **({"classes": [0, 1]} if make is BONGClassifier else {}))
+    assert not hasattr(est, "n_features_in_")
+
+
+@pytest.mark.parametrize("sizes", [(2.7,), (4, 2.0), (True,), (np.bool_(True),), (0,), ("4",)])
+def test_hidden_layer_sizes_must_be_positive_integers(sizes):
+    X, y = _four_features()
+    with pytest.raises(ValueError, match="hidden_layer_sizes must hold positive integers"):
+        BONGClassifier(hidden_layer_sizes=sizes).fit(X, y)
+
+
+def test_hidden_layer_sizes_accepts_numpy_integers():
+    X, y = _four_features()
+    a = BONGClassifier(hidden_layer_sizes=(np.int64(3), np.int32(2)), random_state=0).fit(X, y)
+    b = BONGClassifier(hidden_layer_sizes=[3, 2], random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_rank_at_or_above_the_number_of_weights_is_capped():
+    # A linear classifier of 6 features and 2 classes has P = 14 weights. Uncapped,
+    # rank 1000 on 39 weights took 246 s for 60 rows.
+    X, y = _four_features()
+    n_params = 14
+    exact = BONGClassifier(hidden_layer_sizes=(), rank=n_params - 1, random_state=0).fit(X, y)
+    assert exact.posterior_.low_rank.shape == (n_params, n_params - 1)
+    with pytest.warns(UserWarning, match=f"rank=1000 is at least the number of weights P={n_params}.*capped to {n_params}"):
+        capped = BONGClassifier(hidden_layer_sizes=(), rank=1000, random_state=0).fit(X, y)
+    assert capped.posterior_.low_rank.shape == (n_params, n_params)
+    with pytest.warns(UserWarning, match="capped"):
+        at_p = BONGClassifier(hidden_layer_sizes=(), rank=n_params, random_state=0).fit(X, y)
+    for a, b in zip(capped.posterior_, at_p.posterior_):
+        np.testing.assert_array_equal(a, b)
+    # Another rank that caps to the same value is the same structure; a smaller one is not.
+    with pytest.warns(UserWarning, match="capped"):
+        capped.set_params(rank=2000).partial_fit(X[:10], y[:10])
+    assert capped.t_ == 70
+    with pytest.raises(ValueError, match="rank changed since the posterior was fitted"):
+        capped.set_params(rank=5).partial_fit(X[:10], y[:10])
+
+
+@pytest.mark.parametrize("first_shape", ["1d", "column"])
+def test_regressor_keeps_the_output_shape_of_the_first_call(first_shape):
+    X, y = _four_features()
+    y = X[:, 0] - X[:, 2]
+    shape = (lambda v: v) if first_shape == "1d" else (lambda v: v[:, None])
+    other = (lambda v: v[:, None]) if first_shape == "1d" else (lambda v: v)
+    est = BONGRegressor(hidden_layer_sizes=(4,), prequential=True, random_state=0).partial_fit(X[:30], shape(y[:30]))
+    expected = est.predict(X).shape
+    assert expected == ((60,) if first_shape == "1d" else (60, 1))
+    est.partial_fit(X[30:], other(y[30:]))
+    assert est.t_ == 60
+    assert est.predict(X).shape == expected
+    assert est.predict(X, return_std=True)[1].shape == expected
+    assert est.prequential_prediction_.shape == expected
+    assert est.predict_with_params(X, est.sample_params(2, random_state=0)).shape == (2, *expected)
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])
+def test_inputs_beyond_the_computation_precision_are_refused(make):
+    X, y = _four_features()
+    est = make(hidden_layer_sizes=(4,), random_state=0).fit(X[:30], y[:30])
+    before = _snapshot(est)
+    huge = X[30:].copy()
+    huge[3, 2] = 1e30  # finite in float32, but its square is not
+    with pytest.raises(ValueError, match=r"X holds values up to 1e\+30.*float32.*Scale X"):
+        est.partial_fit(huge, y[30:])
+    _assert_same_state(before, est.__dict__)
+    with pytest.raises(ValueError, match=r"X holds values up to 1e\+30.*float32.*Scale X"):
+        make(hidden_layer_sizes=(4,), random_state=0).fit(huge, y[30:])
+    huge[3, 2] = 1e39  # beyond float32 altogether
+    with pytest.raises(ValueError, match=r"X holds values up to 1e\+39.*float32"):
+        est.predict(huge)
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])
+def test_non_finite_predictions_are_refused(make):
+    # The linearised variance of inputs 1e22 overflows float32: the probit and linearised
+    # Monte-Carlo predictives returned NaN probabilities, the regressor a NaN std.
+    X, y = _four_features()
+    params = {"predictive": "probit"} if make is BONGClassifier else {}
+    est = make(hidden_layer_sizes=(8,), random_state=0, **params).fit(X, y)
+    with pytest.raises(FloatingPointError, match="predictions are not finite"):
+        est.predict_proba(1e22 * X) if make is BONGClassifier else est.predict(1e22 * X, return_std=True)
+    with pytest.raises(FloatingPointError, match="predictions are not finite"):
+        est.predict(1e22 * X, return_std=True) if make is BONGRegressor else est.predict(1e22 * X)
+    assert np.all(np.isfinite(est.predict(X)))
+
+
+def test_learning_rate_with_bong_warns_that_it_has_no_effect():
+    X, y = _four_features()
+    with pytest.warns(UserWarning, match=r"learning_rate=0.5 has no effect with algorithm='bong'.*Eq. 5"):
+        half = BONGClassifier(learning_rate=0.5, random_state=0).fit(X, y)
+    with pytest.warns(UserWarning, match="no effect"):
+        half.partial_fit(X[:5], y[:5])
+    unit = BONGClassifier(random_state=0).fit(X, y).partial_fit(X[:5], y[:5])
+    for a, b in zip(half.posterior_, unit.posterior_):
+        np.testing.assert_array_equal(a, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BONGClassifier(algorithm="blr", learning_rate=0.5, rank=3, random_state=0).fit(X, y)

@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._health import HORIZON, new_health, update_health
+from ._health import HORIZON, PRIOR_CONFLICT, PRIOR_DIVERGED, new_health, prior_conflict, update_health
 from .core import (
     ACTIVATIONS,
     ALGORITHMS,
@@ -398,12 +398,31 @@ class _BaseBONG(BaseEstimator):
                     "(or the learning rate) or scale the inputs."
                 )
             )
-        if health.diverged:
+        prior_scale = float(self.sigma0) if reset else getattr(self, "_prior_scale", float(self.sigma0))
+        # With dynamics the prior mean and scale drift; the check holds for static weights.
+        conflict = (
+            prior_conflict(state[0], spec.init_params(seed), prior_scale)
+            if self.dynamics_decay == 1 and self.process_noise == 0
+            else 0.0
+        )
+        if health.diverged or (health.far_worse and conflict > PRIOR_DIVERGED):
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
                 f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
-                f"{health.baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name}). The posterior "
-                "is finite but predicts garbage, so the estimator keeps its previous state. Lower sigma0 (now "
+                f"{health.baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name})"
+                + (
+                    f", and classified {health.model_accuracy:.0%} of them right against the constant's "
+                    f"{health.baseline_accuracy:.0%}"
+                    if self._likelihood == "categorical"
+                    else ""
+                )
+                + (
+                    f", with weights {np.sqrt(conflict):.2g} prior standard deviations from the prior mean"
+                    if conflict > PRIOR_DIVERGED
+                    else ""
+                )
+                + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state. "
+                "Lower sigma0 (now "
                 f"{self.sigma0!r}; sigma0^2 times the squared size of the network's gradients must stay near "
                 "the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate."
             )
@@ -427,7 +446,29 @@ class _BaseBONG(BaseEstimator):
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
         self._health = health
-        if health.not_learning:
+        if reset:
+            self._prior_scale = prior_scale
+        if conflict > PRIOR_CONFLICT and n_seen >= HORIZON:
+            warnings.warn(
+                f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
+                f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
+                "prior mean, where a prior that suits the data gives at most about 1. The fit is likely "
+                f"degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the inputs.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif health.far_worse:
+            warnings.warn(
+                f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
+                f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
+                f"is far worse than a constant predictor's ({health.baseline_mean_loss:.3g}, "
+                f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
+                f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
+                f"(now {self.sigma0!r}), scale the inputs, or average over the posterior (predictive='probit').",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif health.not_learning:
             warnings.warn(
                 f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "

@@ -28,6 +28,14 @@ collapsed constant classifier below chance loses to the class frequencies; innov
 outside their predicted covariance are exactly observations scored with a much too small
 predictive variance. Plain non-finite checks catch none of these.
 
+A second, cheaper check looks at the weights (prior-data conflict, Box 1980): by the law of
+total variance, ``Var(theta) = E[Var(theta | D)] + Var(E[theta | D])``, so under a prior
+``N(mu_0, sigma0^2 I)`` that fits the data the posterior mean strays from ``mu_0`` by at most
+about one prior standard deviation per weight in root mean square. ``prior_conflict``
+returns that ratio squared; far above 1, the prior scale and the data disagree (a prior too
+narrow that the data pull against, or a filter whose steps oscillate out of range), even
+when the predictions still beat the constant predictor.
+
 This module is numpy only; the filter records the log-probabilities inside its scan.
 """
 
@@ -37,7 +45,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["StreamHealth", "HORIZON", "MIN_OBSERVATIONS", "DIVERGED_EXCESS", "new_health", "update_health"]
+__all__ = [
+    "StreamHealth",
+    "HORIZON",
+    "MIN_OBSERVATIONS",
+    "DIVERGED_EXCESS",
+    "PRIOR_CONFLICT",
+    "PRIOR_DIVERGED",
+    "new_health",
+    "update_health",
+    "prior_conflict",
+]
 
 #: Observations over which the running log-losses are weighted (weight ``1 - 1/HORIZON``).
 HORIZON = 200
@@ -48,6 +66,14 @@ MIN_OBSERVATIONS = 50
 #: which the posterior counts as diverged: the constant predictor's data are then more
 #: probable by a factor ``e`` per observation, about ``e^50`` over ``MIN_OBSERVATIONS`` rows.
 DIVERGED_EXCESS = 1.0
+#: ``prior_conflict`` above which the prior scale is reported as at odds with the data: the
+#: posterior mean is then ``sqrt(3) = 1.7`` prior standard deviations per weight (root mean
+#: square) from the prior mean, where a prior that fits the data gives at most about 1.
+PRIOR_CONFLICT = 3.0
+#: ``prior_conflict`` beyond which weights count as grown orders of magnitude past the prior
+#: scale (100 prior standard deviations per weight): with predictions far worse than the
+#: constant predictor's, a diverged filter even when it still classifies some rows right.
+PRIOR_DIVERGED = 1e4
 
 
 class StreamHealth(NamedTuple):
@@ -62,6 +88,9 @@ class StreamHealth(NamedTuple):
         constant predictor.
     weight : float
         The matching sum of weights (``model_loss / weight`` is the weighted mean).
+    model_hits, baseline_hits : float
+        Categorical: the same weighted sums of correct classifications (most probable
+        class; the constant predictor's is the most frequent class so far). Zero otherwise.
     baseline_stats : ndarray
         Categorical: class counts ``(C,)``. Gaussian: ``(4, C)`` pseudo-count, sum and sum of
         squares of each output, and sum of squares of the model's residuals.
@@ -71,6 +100,8 @@ class StreamHealth(NamedTuple):
     model_loss: float
     baseline_loss: float
     weight: float
+    model_hits: float
+    baseline_hits: float
     baseline_stats: np.ndarray
 
     @property
@@ -87,11 +118,27 @@ class StreamHealth(NamedTuple):
         return self.baseline_loss / self.weight if self.weight > 0 else np.nan
 
     @property
-    def diverged(self) -> bool:
-        """Scored enough, and far worse than the constant predictor (or non-finite)."""
+    def model_accuracy(self) -> float:
+        return self.model_hits / self.weight if self.weight > 0 else np.nan
+
+    @property
+    def baseline_accuracy(self) -> float:
+        return self.baseline_hits / self.weight if self.weight > 0 else np.nan
+
+    @property
+    def far_worse(self) -> bool:
+        """Scored enough, and far worse than the constant predictor in log-loss (or non-finite)."""
         if not np.isfinite(self.model_loss):
             return True
         return self.n_scored >= MIN_OBSERVATIONS and self.excess_loss > DIVERGED_EXCESS
+
+    @property
+    def diverged(self) -> bool:
+        """Far worse in log-loss and, for a classifier, not classifying better than the most
+        frequent class either: garbage. A classifier that is far worse in log-loss but
+        classifies better than the constant is overconfident (``far_worse`` alone); its
+        posterior may be sound and a Bayesian predictive repair it."""
+        return self.far_worse and not self.model_hits > self.baseline_hits
 
     @property
     def not_learning(self) -> bool:
@@ -105,7 +152,7 @@ def new_health(likelihood: str, n_outputs: int) -> StreamHealth:
         stats = np.zeros(n_outputs)
     else:
         stats = np.stack([np.ones(n_outputs), np.zeros(n_outputs), np.ones(n_outputs), np.ones(n_outputs)])
-    return StreamHealth(0, 0.0, 0.0, 0.0, stats)
+    return StreamHealth(0, 0.0, 0.0, 0.0, 0.0, 0.0, stats)
 
 
 def _gaussian_log_probs(Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squares: np.ndarray) -> np.ndarray:
@@ -115,12 +162,16 @@ def _gaussian_log_probs(Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squa
 
 def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
-    rows of ``Y`` in order, and the statistics after them."""
+    rows of ``Y`` in order, whether each classified the row correctly, and the statistics
+    after them."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
         proba = (before + 0.5) / (before.sum(axis=1, keepdims=True) + 0.5 * n_classes)
-        return np.asarray(model_log_probs, np.float64), np.log(np.sum(Y * proba, axis=1)), stats + Y.sum(axis=0)
+        scores = (np.asarray(model_log_probs, np.float64), np.log(np.sum(Y * proba, axis=1)))
+        label = Y.argmax(axis=1)
+        hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
+        return scores, hits, stats + Y.sum(axis=0)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         count = stats[0] + np.arange(Y.shape[0])[:, None]
@@ -130,14 +181,17 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0))
         model = _gaussian_log_probs(Y, model_means, count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
         added = np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residuals.sum(axis=0)])
-    return model, baseline, stats + added
+    no_hits = np.zeros(Y.shape[0])
+    return (model, baseline), (no_hits, no_hits), stats + added
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
                   model_means: np.ndarray) -> StreamHealth:
     """Score a run of observations ``Y`` (in the filter's units) given the model's
     one-step-ahead log-probabilities (categorical) or means (Gaussian) of them."""
-    model, baseline, stats = _log_probs(likelihood, Y, model_log_probs, model_means, health.baseline_stats)
+    (model, baseline), (model_hits, baseline_hits), stats = _log_probs(
+        likelihood, Y, model_log_probs, model_means, health.baseline_stats
+    )
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]
     weights = decay ** np.arange(n - 1, -1, -1)
@@ -149,5 +203,13 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         float(model_loss) if np.isfinite(model_loss) else np.inf,
         float(shrink * health.baseline_loss - weights @ baseline),
         float(shrink * health.weight + weights.sum()),
+        float(shrink * health.model_hits + weights @ model_hits),
+        float(shrink * health.baseline_hits + weights @ baseline_hits),
         stats,
     )
+
+
+def prior_conflict(mean: np.ndarray, mean0: np.ndarray, sigma0: float) -> float:
+    """``mean((mu - mu_0)^2) / sigma0^2``: at most about 1 when the prior fits the data."""
+    diff = np.asarray(mean, np.float64) - np.asarray(mean0, np.float64)
+    return float(np.mean(diff**2) / float(sigma0) ** 2)

@@ -36,7 +36,7 @@ def test_new_sigma0_and_clones_do_not_recompile():
     BONGClassifier(random_state=0).fit(X, y).predict(X)
     before = trace_count()
     est = BONGClassifier(sigma0=0.05, random_state=1).fit(X, y)
-    clone(est).set_params(sigma0=2.0, dynamics_decay=0.99, process_noise=1e-4).fit(X, y).predict_proba(X)
+    clone(est).set_params(sigma0=0.6, dynamics_decay=0.99, process_noise=1e-4).fit(X, y).predict_proba(X)
     assert trace_count() == before
 
 

@@ -41,7 +41,8 @@ def _snapshot(est):
 def _assert_same_state(before, after):
     assert before.keys() == after.keys()
     for key, value in before.items():
-        if key == "posterior_":
+        if isinstance(value, tuple):  # the posterior and the health state: NamedTuples of arrays
+            assert type(value) is type(after[key]), key
             for a, b in zip(value, after[key]):
                 np.testing.assert_array_equal(a, b)
         elif isinstance(value, np.ndarray):
@@ -88,13 +89,19 @@ def test_unknown_label_raises_and_keeps_state(digits):
 
 
 def test_unstable_moment_update_raises_and_keeps_state():
+    # The printed FC_MOM step (Eq. 168) loses positive definiteness on inputs around 100.
     rng = np.random.default_rng(0)
     X, y = 100 + rng.normal(size=(30, 2)), rng.normal(size=30)
-    est = BONGRegressor(family="diag_mom", sigma0=0.01, random_state=0).partial_fit(X[:10] - 100, y[:10])
+    est = BONGRegressor(family="fc_mom", sigma0=0.01, random_state=0).partial_fit(X[:10] - 100, y[:10])
     before = _snapshot(est)
     with pytest.raises(FloatingPointError, match="lower sigma0"):
         est.partial_fit(X[10:], y[10:])
     _assert_same_state(before, est.__dict__)
+    # The diagonal moment family's Kalman step (moment matching) keeps its variances
+    # positive on the same data.
+    diag = BONGRegressor(family="diag_mom", sigma0=0.01, random_state=0).partial_fit(X[:10] - 100, y[:10])
+    diag.partial_fit(X[10:], y[10:])
+    assert np.all(np.asarray(diag.posterior_.var) > 0)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from ._health import HORIZON, PRIOR_CONFLICT, PRIOR_DIVERGED, new_health, prior_
 from .core import (
     ACTIVATIONS,
     ALGORITHMS,
+    DIAG_STEPS,
     FAMILIES,
     HESSIANS,
     Hyperparameters,
@@ -87,6 +88,13 @@ _SHARED_PARAMS_DOC = """
         one step by definition.
     n_mc_samples : int, default=10
         Posterior draws ``M`` per step for "mc_hess" and "mc_ef".
+    diag_step : {"kalman", "projected"}, default="kalman"
+        BONG step of the diagonal families (``family="diag"`` or ``"diag_mom"``) with the
+        "lin_hess", "lin_ef" and "mc_ef" estimators. "kalman": the full linearised update
+        from the diagonal prior, projected onto the family afterwards (VD-EKF); it never
+        overshoots the observation. "projected": BONG Eqs. 212-213 / 246-247 as printed,
+        whose mean step uses the projected covariance and overshoots once ``sigma0^2
+        ||J||^2`` exceeds the observation noise. ``docs/methods.rst`` compares them.
     sigma0 : float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
@@ -143,6 +151,7 @@ class _BaseBONG(BaseEstimator):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_inner_steps": [Interval(Integral, 1, None, closed="left")],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
+        "diag_step": [StrOptions(set(DIAG_STEPS))],
         "sigma0": [Interval(Real, 0, None, closed="neither")],
         "dynamics_decay": [Interval(Real, 0, None, closed="neither")],
         "process_noise": [Interval(Real, 0, None, closed="left")],
@@ -168,6 +177,7 @@ class _BaseBONG(BaseEstimator):
         learning_rate=1.0,
         n_inner_steps=1,
         n_mc_samples=10,
+        diag_step="kalman",
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -188,6 +198,7 @@ class _BaseBONG(BaseEstimator):
         self.learning_rate = learning_rate
         self.n_inner_steps = n_inner_steps
         self.n_mc_samples = n_mc_samples
+        self.diag_step = diag_step
         self.sigma0 = sigma0
         self.dynamics_decay = dynamics_decay
         self.process_noise = process_noise
@@ -275,6 +286,7 @@ class _BaseBONG(BaseEstimator):
             self.hessian,
             self.n_inner_steps,
             self.n_mc_samples,
+            self.diag_step,
         )
 
     def _in_dtype(self, a: np.ndarray, name: str, *, squared: bool = False) -> np.ndarray:
@@ -660,6 +672,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         learning_rate=1.0,
         n_inner_steps=1,
         n_mc_samples=10,
+        diag_step="kalman",
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -681,6 +694,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
             learning_rate=learning_rate,
             n_inner_steps=n_inner_steps,
             n_mc_samples=n_mc_samples,
+            diag_step=diag_step,
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,
@@ -930,6 +944,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         learning_rate=1.0,
         n_inner_steps=1,
         n_mc_samples=10,
+        diag_step="kalman",
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -951,6 +966,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             learning_rate=learning_rate,
             n_inner_steps=n_inner_steps,
             n_mc_samples=n_mc_samples,
+            diag_step=diag_step,
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
@@ -445,3 +446,21 @@ def test_learning_rate_with_bong_warns_that_it_has_no_effect():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         BONGClassifier(algorithm="blr", learning_rate=0.5, rank=3, random_state=0).fit(X, y)
+
+
+def test_diag_step_reaches_the_filter(digits):
+    # "projected" (BONG Eq. 212) and the default Kalman step give different posteriors; at a
+    # wide prior the printed step overshoots and the Kalman one classifies better.
+    X_train, X_test, y_train, y_test = digits
+    fits = {
+        step: BONGClassifier(family="diag", hidden_layer_sizes=(16,), sigma0=1.0, diag_step=step, random_state=0)
+        for step in ("kalman", "projected")
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for est in fits.values():
+            est.fit(X_train, y_train)
+    assert not np.allclose(fits["kalman"].posterior_.mean, fits["projected"].posterior_.mean)
+    assert fits["kalman"].score(X_test, y_test) > fits["projected"].score(X_test, y_test) + 0.1
+    with pytest.raises(ValueError, match="diag_step"):
+        BONGClassifier(diag_step="eq212").fit(X_train[:20], y_train[:20])

@@ -160,6 +160,7 @@ def filter_posterior(
     n_inner_steps: int = 1,
     n_mc_samples: int = 10,
     diag_step: str = "kalman",
+    cov_floor: float = 0.0,
     batch_size: int = 1,
     state=None,
     key: jax.Array | None = None,
@@ -197,6 +198,9 @@ def filter_posterior(
         Draws ``M`` of the Monte-Carlo estimators.
     diag_step : {"kalman", "projected"}, default="kalman"
         BONG step of the diagonal families (see :func:`make_config`).
+    cov_floor : float, default=0.0
+        ``eps`` of the categorical linearised observation covariance
+        ``diag(p) - p p^T + eps I`` (:class:`Categorical`).
     batch_size : int, default=1
         Observations per filter step.
     state : belief state, optional
@@ -209,7 +213,7 @@ def filter_posterior(
     state : FullCovState, DiagState or DLRState
     """
     config = make_config(
-        apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step
+        apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step, cov_floor
     )
     if state is None:
         mean0 = jnp.asarray(init_mean)

@@ -120,6 +120,7 @@ def make_config(
     n_inner_steps: int = 1,
     n_mc_samples: int = 10,
     diag_step: str = "kalman",
+    cov_floor: float = 0.0,
 ) -> FilterConfig:
     """Build the frozen config for ``(likelihood, family, algorithm, hessian)``.
 
@@ -141,6 +142,9 @@ def make_config(
         BONG step of the diagonal families with a low-rank curvature: the full Kalman
         update projected onto the family ("kalman", VD-EKF), or the printed Eqs. 212-213 /
         246-247, whose mean step uses the projected covariance ("projected").
+    cov_floor : float
+        ``eps`` added to the categorical likelihood's linearised observation covariance
+        (:class:`~skbong.core.Categorical`); ignored by the Gaussian likelihood.
 
     Returns
     -------
@@ -168,7 +172,10 @@ def make_config(
         "diag_mom": DiagonalMoment(kalman),
         "dlr": DiagonalLowRank(int(rank)),
     }[family]
-    return FilterConfig(apply_fn, _known(LIKELIHOODS, "likelihood", likelihood), family_obj, estimator, rule)
+    likelihood_obj = _known(LIKELIHOODS, "likelihood", likelihood)
+    if likelihood == "categorical" and cov_floor:
+        likelihood_obj = Categorical(float(cov_floor))
+    return FilterConfig(apply_fn, likelihood_obj, family_obj, estimator, rule)
 
 
 def make_predictive(name: str, likelihood: str, n_samples: int = 100):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
 
 from ._predictive import CategoricalPredictive, GaussianPredictive
 
@@ -60,7 +61,22 @@ class Gaussian:
 
 @dataclass(frozen=True)
 class Categorical:
-    """Categorical observations with logits ``f`` and one-hot targets ``y``."""
+    """Categorical observations with logits ``f`` and one-hot targets ``y``.
+
+    Parameters
+    ----------
+    cov_floor : float, default=0.0
+        ``eps`` of the linearised (EKF) observation covariance ``R = diag(p) - p p^T + eps I``.
+        With ``eps = 0`` the linearised terms use the pseudo-inverse of ``R`` (exact for the
+        categorical Hessian, LO-FI footnote 2). With ``eps > 0`` they are those of a Gaussian
+        observation of ``p = softmax(f)`` with covariance ``R``: ``H = R_0 J`` with
+        ``R_0 = diag(p) - p p^T``, gradient ``J^T R_0 R^{-1} (y - p)`` and curvature
+        ``-J^T R_0 R^{-1} R_0 J`` (LO-FI Eqs. 8-10; the BONG paper's reference code uses
+        ``eps = 1e-5`` on MNIST). It is static: a new value compiles anew. Only the
+        linearised estimators use it; the log-likelihood itself is unchanged.
+    """
+
+    cov_floor: float = 0.0
 
     def log_prob(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
         """``sum_c y_c log softmax(f)_c``; ``obs_noise`` is unused."""
@@ -77,25 +93,42 @@ class Categorical:
         p = jax.nn.softmax(f)
         return p * (1 - p)
 
+    def _floored(self, f: jax.Array):
+        """``R_0 = diag(p) - p p^T`` and the Cholesky factor of ``R_0 + eps I``."""
+        p = jax.nn.softmax(f)
+        cov = jnp.diag(p) - jnp.outer(p, p)
+        return p, cov, jnp.linalg.cholesky(cov + self.cov_floor * jnp.eye(p.shape[0], dtype=p.dtype))
+
     def score(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
-        """``d log p / d f = y - softmax(f)``."""
+        """``d log p / d f = y - softmax(f)``; with a floor, ``R_0 R^{-1} (y - p)``."""
         del obs_noise
-        return y - jax.nn.softmax(f)
+        if self.cov_floor == 0:
+            return y - jax.nn.softmax(f)
+        p, cov, chol = self._floored(f)
+        return cov @ jax.scipy.linalg.cho_solve((chol, True), y - p)
 
     def hessian_root(self, f: jax.Array, obs_noise: jax.Array) -> jax.Array:
-        """``L = diag(s) - p s^T`` with ``s = sqrt(p)``, so ``L L^T = diag(p) - p p^T``.
+        """``L = diag(s) - p s^T`` with ``s = sqrt(p)``, so ``L L^T = diag(p) - p p^T``;
+        with a floor, ``L = R_0 C^{-T}`` with ``C C^T = R_0 + eps I``.
 
         The identity uses ``sum(p) = 1``. ``L`` has rank ``C - 1`` like ``R`` itself. ``s`` is
         floored (``_sqrt_probabilities``) so that ``1 / s`` stays finite.
         """
         del obs_noise
+        if self.cov_floor > 0:
+            _, cov, chol = self._floored(f)
+            return solve_triangular(chol, cov, lower=True).T
         sqrt_p = _sqrt_probabilities(f)
         return jnp.diag(sqrt_p) - jnp.outer(jax.nn.softmax(f), sqrt_p)
 
     def score_coords(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
         """``z = y / s`` with ``L z = y - p sum(y)``, the gradient of ``log_prob`` in ``f``
-        (which is ``score`` for targets that sum to one), whatever the positive ``s``."""
+        (which is ``score`` for targets that sum to one), whatever the positive ``s``; with
+        a floor, ``z = C^{-1} (y - p)``."""
         del obs_noise
+        if self.cov_floor > 0:
+            p, _, chol = self._floored(f)
+            return solve_triangular(chol, y - p, lower=True)
         return y / _sqrt_probabilities(f)
 
     def plugin_predictive(self, f: jax.Array, obs_noise: jax.Array) -> CategoricalPredictive:

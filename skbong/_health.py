@@ -48,6 +48,7 @@ import numpy as np
 __all__ = [
     "StreamHealth",
     "HORIZON",
+    "BURN_IN",
     "MIN_OBSERVATIONS",
     "DIVERGED_EXCESS",
     "PRIOR_CONFLICT",
@@ -59,7 +60,13 @@ __all__ = [
 
 #: Observations over which the running log-losses are weighted (weight ``1 - 1/HORIZON``).
 HORIZON = 200
-#: Observations scored before any verdict: an untrained network and the constant predictor
+#: Observations that only teach the constant predictor, unscored. Both predictors start
+#: from a guess (the constant from ``N(0, 1)``, the network from its random weights, whose
+#: prior predictive on unscaled inputs can miss by ten standard deviations and be right a
+#: few rows later), so the comparison is conditioned on a short training sample: a partial
+#: Bayes factor (O'Hagan 1995), not one that a single first guess dominates for hundreds of rows.
+BURN_IN = 10
+#: Observations scored (after ``BURN_IN``) before any verdict: an untrained network and the constant predictor
 #: are both near uniform, and a verdict on a handful of rows would be noise.
 MIN_OBSERVATIONS = 50
 #: Excess log-loss (nats per observation) of the model over the constant predictor above
@@ -81,8 +88,10 @@ class StreamHealth(NamedTuple):
 
     Attributes
     ----------
+    n_seen : int
+        Observations seen so far, the ``BURN_IN`` first included.
     n_scored : int
-        Observations scored so far.
+        Observations scored so far (those after the first ``BURN_IN``).
     model_loss, baseline_loss : float
         Exponentially weighted sums of the log-losses (nats) of the model and of the
         constant predictor.
@@ -93,9 +102,10 @@ class StreamHealth(NamedTuple):
         class; the constant predictor's is the most frequent class so far). Zero otherwise.
     baseline_stats : ndarray
         Categorical: class counts ``(C,)``. Gaussian: ``(4, C)`` pseudo-count, sum and sum of
-        squares of each output, and sum of squares of the model's residuals.
+        squares of each output, and sum of squares of the model's residuals (scored rows).
     """
 
+    n_seen: int
     n_scored: int
     model_loss: float
     baseline_loss: float
@@ -104,26 +114,29 @@ class StreamHealth(NamedTuple):
     baseline_hits: float
     baseline_stats: np.ndarray
 
+    def _per_observation(self, total: float) -> float:
+        return total / self.weight if self.weight > 0 else np.nan
+
     @property
     def excess_loss(self) -> float:
         """Weighted mean log-loss of the model minus that of the constant predictor."""
-        return (self.model_loss - self.baseline_loss) / self.weight if self.weight > 0 else 0.0
+        return self._per_observation(self.model_loss - self.baseline_loss) if self.weight > 0 else 0.0
 
     @property
     def model_mean_loss(self) -> float:
-        return self.model_loss / self.weight if self.weight > 0 else np.nan
+        return self._per_observation(self.model_loss)
 
     @property
     def baseline_mean_loss(self) -> float:
-        return self.baseline_loss / self.weight if self.weight > 0 else np.nan
+        return self._per_observation(self.baseline_loss)
 
     @property
     def model_accuracy(self) -> float:
-        return self.model_hits / self.weight if self.weight > 0 else np.nan
+        return self._per_observation(self.model_hits)
 
     @property
     def baseline_accuracy(self) -> float:
-        return self.baseline_hits / self.weight if self.weight > 0 else np.nan
+        return self._per_observation(self.baseline_hits)
 
     @property
     def far_worse(self) -> bool:
@@ -140,6 +153,12 @@ class StreamHealth(NamedTuple):
         posterior may be sound and a Bayesian predictive repair it."""
         return self.far_worse and not self.model_hits > self.baseline_hits
 
+    def diverged_given(self, conflict: float) -> bool:
+        """``diverged``, or far worse with weights beyond ``PRIOR_DIVERGED`` (``conflict`` is
+        :func:`prior_conflict` of the belief): grown orders of magnitude past the prior
+        scale, a diverged filter even while it still classifies some rows right."""
+        return self.diverged or (self.far_worse and conflict > PRIOR_DIVERGED)
+
     @property
     def not_learning(self) -> bool:
         """Scored enough, and no better than the constant predictor."""
@@ -152,7 +171,7 @@ def new_health(likelihood: str, n_outputs: int) -> StreamHealth:
         stats = np.zeros(n_outputs)
     else:
         stats = np.stack([np.ones(n_outputs), np.zeros(n_outputs), np.ones(n_outputs), np.ones(n_outputs)])
-    return StreamHealth(0, 0.0, 0.0, 0.0, 0.0, 0.0, stats)
+    return StreamHealth(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, stats)
 
 
 def _gaussian_log_probs(Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squares: np.ndarray) -> np.ndarray:
@@ -160,10 +179,18 @@ def _gaussian_log_probs(Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squa
     return -0.5 * np.sum(np.log(2 * np.pi * var) + (Y - mean) ** 2 / var, axis=1)
 
 
-def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray):
+def _learn_unscored(likelihood: str, Y: np.ndarray, stats: np.ndarray) -> np.ndarray:
+    """The constant predictor's statistics after the burn-in rows ``Y``."""
+    if likelihood == "categorical":
+        return stats + Y.sum(axis=0)
+    added = np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), np.zeros(Y.shape[1])])
+    return stats + added
+
+
+def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, and the statistics
-    after them."""
+    after them; ``n_scored`` rows were scored before."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
@@ -174,12 +201,14 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         return scores, hits, stats + Y.sum(axis=0)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
-        count = stats[0] + np.arange(Y.shape[0])[:, None]
+        rows_before = np.arange(Y.shape[0])[:, None]
+        count = stats[0] + rows_before
         total = stats[1] + np.cumsum(Y, axis=0) - Y
         squares = stats[2] + np.cumsum(Y**2, axis=0) - Y**2
         mean = total / count
         baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0))
-        model = _gaussian_log_probs(Y, model_means, count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
+        model_count = 1 + n_scored + rows_before  # one pseudo-residual of 1, then the scored rows
+        model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
         added = np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residuals.sum(axis=0)])
     no_hits = np.zeros(Y.shape[0])
     return (model, baseline), (no_hits, no_hits), stats + added
@@ -189,8 +218,13 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
                   model_means: np.ndarray) -> StreamHealth:
     """Score a run of observations ``Y`` (in the filter's units) given the model's
     one-step-ahead log-probabilities (categorical) or means (Gaussian) of them."""
+    n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
+    stats = _learn_unscored(likelihood, Y[:n_unscored], health.baseline_stats)
+    Y = Y[n_unscored:]
+    if model_log_probs is not None:
+        model_log_probs = np.asarray(model_log_probs)[n_unscored:]
     (model, baseline), (model_hits, baseline_hits), stats = _log_probs(
-        likelihood, Y, model_log_probs, model_means, health.baseline_stats
+        likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored
     )
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]
@@ -199,6 +233,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     with np.errstate(over="ignore", invalid="ignore"):
         model_loss = shrink * health.model_loss - weights @ model
     return StreamHealth(
+        health.n_seen + n_unscored + n,
         health.n_scored + n,
         float(model_loss) if np.isfinite(model_loss) else np.inf,
         float(shrink * health.baseline_loss - weights @ baseline),

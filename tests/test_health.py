@@ -8,16 +8,18 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
 from skbong import BONGClassifier, BONGRegressor
-from skbong._health import HORIZON, MIN_OBSERVATIONS, new_health, update_health
+from skbong._health import BURN_IN, HORIZON, MIN_OBSERVATIONS, new_health, update_health
 
 
 def _slow_scores(likelihood, Y, model):
-    """Model and constant-predictor log-probabilities, one row at a time."""
+    """Model and constant-predictor log-probabilities of the rows after the burn-in, one
+    row at a time; the burn-in rows only teach the constant predictor."""
     out = []
     if likelihood == "categorical":
         counts = np.zeros(Y.shape[1])
-        for row, model_row in zip(Y, model):
-            out.append((model_row, np.log((counts[row.argmax()] + 0.5) / (counts.sum() + 0.5 * Y.shape[1]))))
+        for i, (row, model_row) in enumerate(zip(Y, model)):
+            if i >= BURN_IN:
+                out.append((model_row, np.log((counts[row.argmax()] + 0.5) / (counts.sum() + 0.5 * Y.shape[1]))))
             counts += row
         return np.array(out).T
 
@@ -25,14 +27,17 @@ def _slow_scores(likelihood, Y, model):
         return np.sum(-0.5 * np.log(2 * np.pi * var) - 0.5 * (row - mean) ** 2 / var)
 
     seen, residuals = [np.zeros(Y.shape[1])], [np.ones(Y.shape[1])]  # one pseudo-observation each
-    for row, mean_row in zip(Y, model):
+    for i, (row, mean_row) in enumerate(zip(Y, model)):
         n = len(seen)
+        if i < BURN_IN:
+            seen.append(row)
+            continue
         mean = np.mean(seen, axis=0)
         var = np.mean([(v - mean) ** 2 for v in seen], axis=0) + (0 if n > 1 else 1)
         if n > 1:  # the pseudo-observation has second moment 1, not 0
             var = (np.sum(np.square(seen), axis=0) + 1) / n - mean**2
-        model_var = np.mean(residuals, axis=0)
-        out.append((log_density(row, mean_row, model_var * (1 + 1 / n)), log_density(row, mean, var * (1 + 1 / n))))
+        model_var = np.mean(residuals, axis=0) * (1 + 1 / len(residuals))
+        out.append((log_density(row, mean_row, model_var), log_density(row, mean, var * (1 + 1 / n))))
         seen.append(row)
         residuals.append((row - mean_row) ** 2)
     return np.array(out).T
@@ -49,22 +54,22 @@ def test_health_matches_a_row_by_row_computation_across_calls(likelihood):
         Y = rng.normal(1.0, 2.0, size=(n, 2))
         model = proba = Y + rng.normal(0.0, 0.5, size=(n, 2))  # the model's one-step-ahead means
     health = new_health(likelihood, Y.shape[1])
-    for cut in np.split(np.arange(n), [7, 8, 300]):  # the split must not matter
+    for cut in np.split(np.arange(n), [3, 7, 8, 300]):  # the split must not matter, burn-in included
         health = update_health(health, likelihood, Y[cut], model[cut], proba[cut])
     model_lp, baseline_lp = _slow_scores(likelihood, Y, model)
-    weights = (1 - 1 / HORIZON) ** np.arange(n - 1, -1, -1)
+    weights = (1 - 1 / HORIZON) ** np.arange(n - BURN_IN - 1, -1, -1)
     np.testing.assert_allclose(health.model_mean_loss, -(weights @ model_lp) / weights.sum(), rtol=1e-10)
     np.testing.assert_allclose(health.baseline_mean_loss, -(weights @ baseline_lp) / weights.sum(), rtol=1e-10)
-    assert health.n_scored == n
+    assert (health.n_seen, health.n_scored) == (n, n - BURN_IN)
     if likelihood == "categorical":
-        hits = proba.argmax(1) == Y.argmax(1)
+        hits = (proba.argmax(1) == Y.argmax(1))[BURN_IN:]
         np.testing.assert_allclose(health.model_accuracy, (weights @ hits) / weights.sum(), rtol=1e-10)
     if likelihood == "gaussian":  # residual sd 0.5 against 2: log(2 / 0.5) nats per output better
         assert health.excess_loss == pytest.approx(-2 * np.log(4), abs=0.3)
 
 
 def test_health_verdicts():
-    n = MIN_OBSERVATIONS
+    n = BURN_IN + MIN_OBSERVATIONS
     Y = np.eye(10)[np.arange(n) % 10]
     right, wrong = Y, np.roll(Y, 1, axis=1)  # the model's class probabilities
     uniform = np.full(n, -np.log(10))
@@ -113,6 +118,15 @@ def test_a_classifier_that_learns_nothing_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="not learning"):
         BONGClassifier(hidden_layer_sizes=(16,), sigma0=1e-3, random_state=0).fit(X / 16, y)
+
+
+def test_a_prior_at_odds_with_the_inputs_warns(digits):
+    # Raw 0-16 pixels at the default sigma0: the fit beats the constant predictor but the
+    # posterior mean lies several prior standard deviations per weight from mu_0.
+    X, y = digits
+    with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data"):
+        clf = BONGClassifier(hidden_layer_sizes=(16,), random_state=0).fit(X, y)
+    np.testing.assert_array_equal(clf._prior_mean, clf._spec.init_params(clf._seed).astype(np.float32))
 
 
 def test_a_healthy_fit_is_silent(digits):

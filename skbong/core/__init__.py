@@ -12,6 +12,9 @@ The functional entry point is :func:`filter_posterior`::
     state = filter_posterior(apply, jnp.zeros(3), X, y[:, None],
                              likelihood="gaussian", family="fc", sigma0=1.0, obs_noise=0.5)
     state.mean, state.cov
+
+:func:`run_sweep` runs a batch of hyperparameter values (prior scales, observation noise,
+learning rates, process noise, seeds) side by side in one compiled scan.
 """
 
 from __future__ import annotations
@@ -58,9 +61,11 @@ from ._filter import (
     PREDICT_CHUNK,
     STEP_BUCKETS,
     Hyperparameters,
+    init_sweep,
     predict_at,
     predict_distribution,
     run_filter,
+    run_sweep,
     sample_posterior,
     trace_count,
     update_step,
@@ -135,6 +140,8 @@ __all__ = [
     "make_predictive",
     "output_moments",
     "run_filter",
+    "run_sweep",
+    "init_sweep",
     "trace_count",
     "update_step",
     "undefined_reason",

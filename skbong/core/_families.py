@@ -479,7 +479,7 @@ class DiagonalLowRank:
 
     def is_valid(self, state: DLRState) -> jax.Array:
         """Whether the belief is finite with a positive diagonal precision."""
-        finite = all(jnp.all(jnp.isfinite(leaf)) for leaf in state)
+        finite = jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in state]).all()
         return finite & jnp.all(state.diag_precision > 0)
 
     def sample(self, state: DLRState, key: jax.Array, n_samples: int) -> jax.Array:

@@ -1,9 +1,10 @@
 """The filter: predict then update, scanned over observations inside one ``jit``.
 
-Two jitted entry points: :func:`run_filter` (update the belief over a stream, optionally
-recording one-step-ahead predictions) and :func:`predict_distribution` (the posterior
-predictive of a batch); :func:`predict_at` and :func:`sample_posterior` serve posterior
-draws. The config is static; every continuous hyperparameter is a traced argument, so
+The jitted entry points: :func:`run_filter` (update the belief over a stream, optionally
+recording one-step-ahead predictions), :func:`run_sweep` (``K`` such filters with different
+hyperparameters or initial beliefs, vectorised into one scan) and
+:func:`predict_distribution` (the posterior predictive of a batch); :func:`predict_at` and
+:func:`sample_posterior` serve posterior draws. The config is static; every continuous hyperparameter is a traced argument, so
 tuning it never recompiles. Streams are cut into chunks whose lengths come from a few fixed buckets,
 padded with a mask, so calls with new lengths reuse compiled code.
 """
@@ -24,6 +25,8 @@ from ._rules import apply_rule
 __all__ = [
     "Hyperparameters",
     "run_filter",
+    "run_sweep",
+    "init_sweep",
     "predict_distribution",
     "predict_at",
     "sample_posterior",
@@ -98,7 +101,7 @@ def trace_count(name: str | None = None) -> int:
 
     Parameters
     ----------
-    name : {"filter", "predict"} or None
+    name : {"filter", "sweep", "predict"} or None
         One entry point, or the total when None.
     """
     return sum(_TRACES.values()) if name is None else _TRACES[name]
@@ -157,9 +160,8 @@ def update_step(config: FilterConfig, prior, x, y, mask, hyper: Hyperparameters,
     return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
 
 
-@_jit(static_argnames=("config", "record"))
-def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
-    _TRACES["filter"] += 1
+def _scan_stream(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
+    """The scan of one filter over the steps ``xs, ys, mask`` (not jitted on its own)."""
     family = config.family
 
     def update(prior, x, y, m, key):
@@ -183,6 +185,23 @@ def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key
 
     (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, mask))
     return state, out
+
+
+@_jit(static_argnames=("config", "record"))
+def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
+    _TRACES["filter"] += 1
+    return _scan_stream(config, state, xs, ys, mask, hyper, key, t0, record, record_key)
+
+
+@_jit(static_argnames=("config", "record"))
+def _sweep_scan(config: FilterConfig, states, xs, ys, mask, hypers: Hyperparameters, keys, t0, record, record_key):
+    _TRACES["sweep"] += 1
+
+    def one_member(state, hyper, key):
+        return _scan_stream(config, state, xs, ys, mask, hyper, key, t0, record, record_key)
+
+    # The data and the step count are shared: the lax.cond on the mask stays a cond.
+    return jax.vmap(one_member)(states, hypers, keys)
 
 
 def _bucket(n_steps: int) -> int:
@@ -234,13 +253,110 @@ def run_filter(
         Only with ``record``: ``log p(y_n | x_n, y_{<n})`` and the predictive mean of
         ``y_n`` (class probabilities for a categorical likelihood).
     """
-    X = np.asarray(X)
-    Y = np.asarray(Y)
     if key is None:
         key = jax.random.PRNGKey(0)
     dtype = state.mean.dtype
     # Same dtype and weak-type status on every call, so Python floats never retrace.
     hyper = Hyperparameters(*(jnp.asarray(h, dtype) for h in hyper))
+    return _run_chunks(_scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0)
+
+
+def run_sweep(
+    config: FilterConfig,
+    states,
+    X,
+    Y,
+    hypers: Hyperparameters,
+    batch_size: int = 1,
+    keys: jax.Array | None = None,
+    n_seen: int = 0,
+    record=None,
+    record_key: jax.Array | None = None,
+):
+    """Run ``K`` filters side by side on the same stream, in one compiled scan.
+
+    Member ``k`` starts from ``states[k]`` and uses the hyperparameters ``hypers[k]``: a
+    sweep over prior scales (see :func:`init_sweep`), observation noise, learning rates,
+    process noise or initial weights (seeds) costs one compilation, and the members'
+    steps are batched (``jax.vmap``) into the same products. Every member sees the rows
+    in the same order; member ``k`` matches :func:`run_filter` with ``states[k]``,
+    ``hypers[k]`` and ``keys[k]``.
+
+    Parameters
+    ----------
+    config : FilterConfig
+    states : family state NamedTuple
+        Every leaf with a leading axis of length ``K``, e.g. from :func:`init_sweep`.
+    X : array of shape (N, D)
+    Y : array of shape (N, C)
+    hypers : Hyperparameters
+        A scalar field is shared by every member; any other field has leading axis
+        ``K`` (``obs_noise`` of shape ``(K,)`` or ``(K, C)``).
+    batch_size : int, default=1
+    keys : PRNG keys of shape (K, 2), or one key, optional
+        Randomness of the stochastic estimators per member; one key is shared by all.
+        Defaults to ``PRNGKey(0)``.
+    n_seen : int, default=0
+    record : predictive value, optional
+        As for :func:`run_filter`, evaluated for every member.
+    record_key : PRNG key, optional
+
+    Returns
+    -------
+    states : the updated family states, leading axis ``K``.
+    log_prob, mean : ndarrays of shape (K, N) and (K, N, C)
+        Only with ``record``.
+    """
+    dtype = states.mean.dtype
+    n_members = states.mean.shape[0]
+    if keys is None:
+        keys = jax.random.PRNGKey(0)
+    keys = jnp.asarray(keys)
+    if keys.ndim == 1:
+        keys = jnp.broadcast_to(keys, (n_members, *keys.shape))
+    if keys.shape[0] != n_members:
+        raise ValueError(f"keys must hold one key per member ({n_members}), got shape {keys.shape}.")
+    fields = []
+    for name, h in zip(Hyperparameters._fields, hypers):
+        h = jnp.asarray(h, dtype)
+        if h.ndim and h.shape[0] != n_members:
+            raise ValueError(
+                f"hypers.{name} must be a scalar or have leading axis {n_members} (one value per member), "
+                f"got shape {h.shape}."
+            )
+        fields.append(jnp.broadcast_to(h, (n_members, *h.shape[1:])) if h.ndim else jnp.full(n_members, h))
+    hypers = Hyperparameters(*fields)
+    return _run_chunks(_sweep_scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1)
+
+
+def init_sweep(family, mean0, sigma0):
+    """Prior beliefs ``N(mean0[k], sigma0[k]^2 I)`` of a sweep, stacked on a leading axis.
+
+    Parameters
+    ----------
+    family : a Gaussian family (``config.family``)
+    mean0 : array of shape (P,) or (K, P)
+        One initial mean shared by every member, or one per member (e.g. per seed).
+    sigma0 : scalar or array of shape (K,)
+
+    Returns
+    -------
+    family state NamedTuple whose leaves have leading axis ``K``.
+    """
+    mean0 = jnp.asarray(mean0)
+    sigma0 = jnp.asarray(sigma0, mean0.dtype)
+    n_members = max(mean0.shape[0] if mean0.ndim == 2 else 1, sigma0.shape[0] if sigma0.ndim else 1)
+    mean0 = jnp.broadcast_to(mean0, (n_members, mean0.shape[-1]))
+    sigma0 = jnp.broadcast_to(sigma0, (n_members,))
+    return jax.vmap(family.init)(mean0, sigma0)
+
+
+def _run_chunks(scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead):
+    """Feed ``(X, Y)`` to the jitted ``scan`` in bucket-sized chunks; ``n_lead`` leading
+    axes (the members of a sweep) precede the step axes of its records."""
+    X = np.asarray(X)
+    Y = np.asarray(Y)
+    dtype = state.mean.dtype
     if record_key is None:
         record_key = jax.random.PRNGKey(0)
     n_steps = -(-X.shape[0] // batch_size)
@@ -253,7 +369,7 @@ def run_filter(
         xs = _pad_rows(X[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         ys = _pad_rows(Y[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         mask = np.arange(bucket * batch_size) < X[rows].shape[0]
-        state, out = _scan(
+        state, out = scan(
             config,
             state,
             jnp.asarray(xs, dtype),
@@ -267,13 +383,23 @@ def run_filter(
         )
         if record is not None:
             n_rows = X[rows].shape[0]
-            records.append(tuple(np.asarray(a).reshape(bucket * batch_size, *a.shape[2:])[:n_rows] for a in out))
+            records.append(
+                tuple(
+                    np.asarray(a).reshape(*a.shape[:n_lead], bucket * batch_size, *a.shape[n_lead + 2 :])[
+                        (slice(None),) * n_lead + (slice(0, n_rows),)
+                    ]
+                    for a in out
+                )
+            )
         start += length
     if record is None:
         return state
+    lead = state.mean.shape[:n_lead]
     if not records:
-        return state, np.zeros(0), np.zeros((0, Y.shape[1]))
-    return state, np.concatenate([r[0] for r in records]), np.concatenate([r[1] for r in records])
+        return state, np.zeros((*lead, 0)), np.zeros((*lead, 0, Y.shape[1]))
+    return state, np.concatenate([r[0] for r in records], axis=n_lead), np.concatenate(
+        [r[1] for r in records], axis=n_lead
+    )
 
 
 def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:

@@ -1,0 +1,112 @@
+"""``run_sweep``: K filters side by side in one compiled scan (float64).
+
+Each member must be the filter that :func:`run_filter` runs with that member's belief,
+hyperparameters and key; for a linear-Gaussian model every member must also be the
+closed-form batch posterior of its own prior scale and noise.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from skbong.core import (
+    Hyperparameters,
+    MLPSpec,
+    PluginPredictive,
+    init_sweep,
+    make_config,
+    run_filter,
+    run_sweep,
+    trace_count,
+)
+
+
+def _linear(theta, x):
+    return x @ theta[:, None]
+
+
+def test_a_sweep_over_prior_scale_and_noise_is_the_batch_posterior_of_each(x64):
+    # BONG Prop. 4.1: LIN-HESS-FC on a linear-Gaussian model is the Kalman filter, so each
+    # member ends at the exact posterior of its own sigma0 and R.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(70, 3))  # 70 rows: two chunks (64 + 8 steps)
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=70)
+    sigma0 = np.array([0.1, 1.0, 10.0])
+    noise = np.array([0.05, 0.1, 1.0])
+    config = make_config(_linear, "gaussian", "fc")
+    states = init_sweep(config.family, jnp.zeros(3), sigma0)
+    out = run_sweep(config, states, X, y[:, None], Hyperparameters(noise, 1.0, 0.0))
+    for k in range(3):
+        precision = np.eye(3) / sigma0[k] ** 2 + X.T @ X / noise[k]
+        cov = np.linalg.inv(precision)
+        np.testing.assert_allclose(out.cov[k], cov, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(out.mean[k], cov @ X.T @ y / noise[k], rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "family, algorithm, hessian",
+    [
+        ("dlr", "bong", "lin_hess"),
+        ("diag", "bong", "lin_hess"),
+        ("fc", "blr", "lin_hess"),
+        ("diag_mom", "bog", "mc_ef"),  # stochastic: one key per member
+    ],
+)
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_each_member_is_the_single_filter_with_its_values(family, algorithm, hessian, batch_size, x64):
+    rng = np.random.default_rng(1)
+    spec = MLPSpec(4, (5,), 3, "tanh")
+    X = rng.normal(size=(75, 4))
+    Y = np.eye(3)[rng.integers(3, size=75)]
+    config = make_config(spec.apply, "categorical", family, 2, algorithm, hessian, 2, 3)
+    n_members = 3
+    mean0 = np.stack([spec.init_params(seed) for seed in range(n_members)]).astype(np.float64)
+    sigma0 = np.array([0.05, 0.2, 0.5])
+    learning_rate = np.array([0.1, 0.3, 1.0]) if algorithm != "bong" else 1.0
+    hypers = Hyperparameters(1.0, 1.0, np.array([0.0, 1e-4, 1e-3]), learning_rate)
+    keys = jax.random.split(jax.random.PRNGKey(3), n_members)
+    states, log_prob, mean = run_sweep(
+        config, init_sweep(config.family, mean0, sigma0), X, Y, hypers, batch_size, keys, 5, PluginPredictive()
+    )
+    assert log_prob.shape == (n_members, 75) and mean.shape == (n_members, 75, 3)
+    for k in range(n_members):
+        single = Hyperparameters(1.0, 1.0, hypers.process_noise[k], np.broadcast_to(learning_rate, n_members)[k])
+        state, lp, m = run_filter(
+            config,
+            config.family.init(jnp.asarray(mean0[k]), jnp.asarray(sigma0[k])),
+            X,
+            Y,
+            single,
+            batch_size,
+            keys[k],
+            5,
+            PluginPredictive(),
+        )
+        for swept, alone in zip(states, state):
+            np.testing.assert_allclose(swept[k], alone, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(log_prob[k], lp, rtol=1e-9)
+        np.testing.assert_allclose(mean[k], m, rtol=1e-9, atol=1e-12)
+
+
+def test_new_values_reuse_the_compiled_sweep(x64):
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(20, 3)), rng.normal(size=(20, 1))
+    config = make_config(_linear, "gaussian", "diag")
+    run_sweep(config, init_sweep(config.family, jnp.zeros(3), [0.1, 1.0]), X, y, Hyperparameters([0.1, 1.0], 1.0, 0.0))
+    before = trace_count("sweep")
+    states = run_sweep(
+        config, init_sweep(config.family, jnp.zeros(3), [3.0, 0.5]), X, y, Hyperparameters([2.0, 0.2], 1.0, 0.0)
+    )
+    assert trace_count("sweep") == before
+    assert states.mean.shape == (2, 3)
+
+
+def test_sweep_refuses_values_of_the_wrong_length(x64):
+    config = make_config(_linear, "gaussian", "diag")
+    states = init_sweep(config.family, jnp.zeros(3), [0.1, 1.0, 3.0])
+    X, y = np.ones((4, 3)), np.ones((4, 1))
+    with pytest.raises(ValueError, match="obs_noise must be a scalar or have leading axis 3"):
+        run_sweep(config, states, X, y, Hyperparameters([0.1, 1.0], 1.0, 0.0))
+    with pytest.raises(ValueError, match="one key per member"):
+        run_sweep(config, states, X, y, Hyperparameters(0.1, 1.0, 0.0), keys=jax.random.split(jax.random.PRNGKey(0), 2))

@@ -5,7 +5,7 @@ a network and update it one observation at a time with the Bayesian online
 natural-gradient (BONG) family of updates. The pure-JAX core is in :mod:`skbong.core`.
 """
 
-from ._estimators import BONGClassifier, BONGRegressor
+from ._estimators import AUTO_SIGMA0, BONGClassifier, BONGRegressor
 
-__all__ = ["BONGClassifier", "BONGRegressor"]
+__all__ = ["AUTO_SIGMA0", "BONGClassifier", "BONGRegressor"]
 __version__ = "0.1.0"

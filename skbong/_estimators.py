@@ -34,14 +34,21 @@ from .core import (
     PREDICTIVES,
     PluginPredictive,
     make_config,
+    init_sweep,
     make_predictive,
     predict_at,
     predict_distribution,
     run_filter,
+    run_sweep,
     sample_posterior,
 )
 
-__all__ = ["BONGClassifier", "BONGRegressor"]
+__all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
+
+#: Prior scales that ``sigma0="auto"`` runs side by side: half-decades around the
+#: LeCun-normal initialisation's own scale, from a prior too narrow to move the weights
+#: much to one wide enough to diverge on unscaled inputs.
+AUTO_SIGMA0 = (0.01, 0.03, 0.1, 0.3, 1.0)
 
 _SHARED_PARAMS_DOC = """
     hidden_layer_sizes : tuple of int, default=(50,)
@@ -95,10 +102,16 @@ _SHARED_PARAMS_DOC = """
         overshoots the observation. "projected": BONG Eqs. 212-213 / 246-247 as printed,
         whose mean step uses the projected covariance and overshoots once ``sigma0^2
         ||J||^2`` exceeds the observation noise. ``docs/methods.rst`` compares them.
-    sigma0 : float, default=0.3
+    sigma0 : float, "auto" or array-like of float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
-        recompiles.
+        recompiles. "auto" runs one filter per scale of ``AUTO_SIGMA0`` (an array-like:
+        per scale given) side by side in one compiled scan and weighs them by their
+        prequential evidence ``sum_t log p(y_t | x_t, y_<t)``, the marginal likelihood of
+        each prior scale computed online (no validation split): the one-step-ahead
+        predictions are those of the Bayesian model average over the scales, and the
+        fitted posterior is the most probable scale's (``sigma0_``, ``sigma0_weights_``).
+        A step costs about ``K`` single steps for ``K`` scales.
     dynamics_decay : float, default=1.0
         ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update.
     process_noise : float, default=0.0
@@ -130,12 +143,69 @@ _SHARED_PARAMS_DOC = """
     structure of the posterior: changing one after fitting makes ``partial_fit`` and the
     prediction methods raise ``ValueError`` until ``fit`` is called again. The continuous
     hyperparameters may change between ``partial_fit`` calls (``sigma0`` acts only in
-    ``fit`` and on the first ``partial_fit`` call). A ``fit`` or ``partial_fit`` call that
-    raises leaves the estimator as it was."""
+    ``fit`` and on the first ``partial_fit`` call: later calls go on with the scales
+    fitted). A ``fit`` or ``partial_fit`` call that raises leaves the estimator as it
+    was."""
+
+_SHARED_ATTRIBUTES_DOC = """
+    sigma0_ : float
+        Prior scale of ``posterior_``: ``sigma0``, or with ``sigma0="auto"`` the scale of
+        highest prequential evidence.
+    sigma0_grid_ : ndarray of shape (K,)
+        Prior scales run side by side (``K = 1`` for a fixed ``sigma0``).
+    sigma0_weights_ : ndarray of shape (K,)
+        Posterior probabilities of the scales under a uniform prior over the grid:
+        ``softmax`` of their prequential log-evidence on all observations so far."""
 
 
 def _x64_scope(dtype: str):
     return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
+
+
+def _log_sum_exp(a: np.ndarray, axis: int) -> np.ndarray:
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(a - top), axis=axis)) + np.squeeze(top, axis)
+
+
+def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction: np.ndarray):
+    """Bayesian model average over the members of a sweep, one observation at a time.
+
+    Member ``k`` (prior scale ``sigma0_k``, uniform prior over the grid) has weight
+    ``w_k(t) ~ exp(E_k + sum_{s<t} log p_k(y_s))`` before observation ``t``, where ``E_k``
+    is its log-evidence on earlier calls; the average predicts ``y_t`` with
+    ``sum_k w_k(t) p_k(y_t)``. A member whose predictions went non-finite has weight 0.
+
+    Parameters
+    ----------
+    evidence : ndarray of shape (K,)
+    log_prob : ndarray of shape (K, N)
+        Each member's one-step-ahead log-probabilities.
+    prediction : ndarray of shape (K, N, C)
+        Each member's one-step-ahead predictive means.
+
+    Returns
+    -------
+    log_prob : ndarray of shape (N,)
+    prediction : ndarray of shape (N, C)
+    evidence : ndarray of shape (K,)
+        After the ``N`` observations.
+    """
+    log_prob = np.asarray(log_prob, np.float64)
+    log_prob = np.where(np.isfinite(log_prob), log_prob, -np.inf)
+    before = evidence[:, None] + np.concatenate(
+        [np.zeros((log_prob.shape[0], 1)), np.cumsum(log_prob, axis=1)[:, :-1]], axis=1
+    )
+    log_weight = before - _log_sum_exp(before, axis=0)
+    weight = np.exp(log_weight)
+    prediction = np.asarray(prediction, np.float64)
+    prediction = np.where(np.isfinite(prediction), prediction, 0.0)  # such a member's weight is 0 after this row
+    return (
+        _log_sum_exp(log_weight + log_prob, axis=0),
+        np.einsum("kn,knc->nc", weight, prediction),
+        evidence + log_prob.sum(axis=1),
+    )
 
 
 class _BaseBONG(BaseEstimator):
@@ -152,7 +222,7 @@ class _BaseBONG(BaseEstimator):
         "n_inner_steps": [Interval(Integral, 1, None, closed="left")],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
         "diag_step": [StrOptions(set(DIAG_STEPS))],
-        "sigma0": [Interval(Real, 0, None, closed="neither")],
+        "sigma0": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), "array-like"],
         "dynamics_decay": [Interval(Real, 0, None, closed="neither")],
         "process_noise": [Interval(Real, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
@@ -235,6 +305,22 @@ class _BaseBONG(BaseEstimator):
                     f"The {name!r} parameter of {type(self).__name__} must be a number, not a bool; got {value!r}."
                 )
         self._hidden_layer_sizes()
+        self._sigma0_grid()
+
+    def _sigma0_grid(self) -> np.ndarray | None:
+        """The prior scales to run side by side, or None for a single fixed ``sigma0``."""
+        if isinstance(self.sigma0, str):
+            return np.asarray(AUTO_SIGMA0, dtype=np.float64)
+        if np.ndim(self.sigma0) == 0:
+            return None
+        grid = np.asarray(self.sigma0, dtype=np.float64) if not np.asarray(self.sigma0).dtype == bool else None
+        if grid is None or grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid) & (grid > 0)):
+            raise InvalidParameterError(
+                "The 'sigma0' parameter of "
+                f"{type(self).__name__} must be a positive float, 'auto' or a non-empty 1-D array-like "
+                f"of positive floats; got {self.sigma0!r}."
+            )
+        return grid
 
     def _hidden_layer_sizes(self) -> tuple[int, ...]:
         sizes = self.hidden_layer_sizes
@@ -369,7 +455,12 @@ class _BaseBONG(BaseEstimator):
                 seed = int(rng.randint(np.iinfo(np.int32).max))
                 prior_mean = np.asarray(spec.init_params(seed), self.dtype)
                 mean0 = jnp.asarray(prior_mean)
-                state = config.family.init(mean0, jnp.asarray(self.sigma0, self.dtype))
+                grid = self._sigma0_grid()
+                if grid is None:
+                    state = config.family.init(mean0, jnp.asarray(self.sigma0, self.dtype))
+                else:  # the filters of every prior scale, stacked on a leading axis
+                    state = init_sweep(config.family, mean0, grid.astype(self.dtype))
+                evidence = np.zeros(1 if grid is None else grid.size)
                 n_seen = 0
             else:
                 seed = self._seed
@@ -377,9 +468,13 @@ class _BaseBONG(BaseEstimator):
                 prior_mean = getattr(self, "_prior_mean", None)
                 if prior_mean is None:  # a model pickled before the prior mean was kept
                     prior_mean = np.asarray(spec.init_params(seed), self.dtype)
-                state = jax.tree_util.tree_map(jnp.asarray, self.posterior_)
+                grid = self.sigma0_grid_ if hasattr(self, "_members") else None
+                state = jax.tree_util.tree_map(jnp.asarray, self.posterior_ if grid is None else self._members)
+                evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
             key = jax.random.PRNGKey(seed)
+            if grid is not None:  # one (C,) noise shared by every member of the sweep
+                obs_noise = np.broadcast_to(obs_noise, (grid.size, *np.shape(obs_noise)))
             hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise, self.learning_rate)
             # Every observation is scored before it is absorbed: the prequential record when
             # asked for, else the plug-in predictive (one forward pass), for the health test.
@@ -390,32 +485,48 @@ class _BaseBONG(BaseEstimator):
                 start = time.perf_counter()
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
-                out = run_filter(
-                    config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed)
-                )
+                run = run_filter if grid is None else run_sweep
+                out = run(config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed))
                 state, log_prob, prediction = out
+                if grid is not None:
+                    log_prob, prediction, evidence = _average_over_members(evidence, log_prob, prediction)
                 log_probs.append(log_prob)
                 predictions.append(prediction)
                 health = update_health(health, self._likelihood, ys, log_prob, prediction)
                 n_seen += X.shape[0]
                 if self.verbose:
                     print(f"-- pass {epoch + 1}: {X.shape[0]} observations, {time.perf_counter() - start:.2f} s")
-            valid = bool(config.family.is_valid(state))
+            if grid is None:
+                valid = bool(config.family.is_valid(state))
+                chosen = 0
+            else:
+                # A member whose belief broke down drops out of the average for good.
+                members = state
+                evidence = np.where(np.asarray(jax.vmap(config.family.is_valid)(members)), evidence, -np.inf)
+                valid = bool(np.isfinite(evidence).any())
+                chosen = int(np.argmax(evidence))
+                state = jax.tree_util.tree_map(lambda leaf: leaf[chosen], members)
+        scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
         if not valid:
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
-                "not positive) during the update; the "
-                "estimator keeps its previous state. "
+                "not positive) during the update"
+                + ("" if grid is None else " at every prior scale")
+                + "; the estimator keeps its previous state. "
                 + (
                     "Moment-parameter families lose positive definiteness when sigma0^2 "
-                    "times the curvature exceeds 1: lower sigma0, scale the inputs, or use "
+                    f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
                     "family='fc', 'diag' or 'dlr'."
                     if self.family in ("fc_mom", "diag_mom")
-                    else "The prior is too wide for this network and data: lower sigma0 "
-                    "(or the learning rate) or scale the inputs."
+                    else f"The prior is too wide for this network and data: lower sigma0 ({scales}), "
+                    "lower the learning rate or scale the inputs."
                 )
             )
-        prior_scale = float(self.sigma0) if reset else getattr(self, "_prior_scale", float(self.sigma0))
+        if grid is not None:
+            prior_scale = float(grid[chosen])
+        else:
+            # The scale the posterior was fitted with (older pickles kept it privately).
+            prior_scale = float(self.sigma0) if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", None))
         # With dynamics the prior mean and scale drift; the check holds for static weights.
         conflict = (
             prior_conflict(state[0], prior_mean, prior_scale)
@@ -439,9 +550,8 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
                 + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state. "
-                "Lower sigma0 (now "
-                f"{self.sigma0!r}; sigma0^2 times the squared size of the network's gradients must stay near "
-                "the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate."
+                f"Lower sigma0 ({scales}; sigma0^2 times the squared size of the network's gradients must stay "
+                "near the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate."
             )
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -463,8 +573,16 @@ class _BaseBONG(BaseEstimator):
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
         self._health = health
+        self.sigma0_ = prior_scale
+        self.sigma0_grid_ = np.array([prior_scale]) if grid is None else grid
+        self.sigma0_weights_ = np.exp(evidence - evidence.max()) / np.exp(evidence - evidence.max()).sum()
+        if grid is None:
+            self.__dict__.pop("_members", None)
+            self.__dict__.pop("_log_evidence", None)
+        else:
+            self._members = jax.tree_util.tree_map(np.asarray, members)
+            self._log_evidence = evidence
         if reset:
-            self._prior_scale = prior_scale
             self._prior_mean = prior_mean
         if conflict > PRIOR_CONFLICT and n_seen >= HORIZON:
             warnings.warn(
@@ -482,7 +600,7 @@ class _BaseBONG(BaseEstimator):
                 f"is far worse than a constant predictor's ({health.baseline_mean_loss:.3g}, "
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
-                f"(now {self.sigma0!r}), scale the inputs, or average over the posterior (predictive='probit').",
+                f"({scales}), scale the inputs, or average over the posterior (predictive='probit').",
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -491,7 +609,7 @@ class _BaseBONG(BaseEstimator):
                 f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
                 f"is no better than a constant predictor's ({health.baseline_mean_loss:.3g}, "
-                f"{self._baseline_name}). Try another sigma0 (now {self.sigma0!r}: too small a prior learns "
+                f"{self._baseline_name}). Try another sigma0 ({scales}: too small a prior learns "
                 "nothing, too wide a one diverges) or scale the inputs.",
                 ConvergenceWarning,
                 stacklevel=3,
@@ -623,7 +741,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         Class labels.
     posterior_ : NamedTuple
         Belief state of the family (``skbong.core.FullCovState``, ``DiagState`` or
-        ``DLRState``); its first field is the posterior mean of the flat weights.
+        ``DLRState``); its first field is the posterior mean of the flat weights."""
+        + _SHARED_ATTRIBUTES_DOC
+        + """
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -898,7 +1018,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     Attributes
     ----------
     posterior_ : NamedTuple
-        Belief state of the family; its first field is the posterior mean.
+        Belief state of the family; its first field is the posterior mean."""
+        + _SHARED_ATTRIBUTES_DOC
+        + """
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
     n_features_in_ : int

@@ -12,7 +12,7 @@ padded with a mask, so calls with new lengths reuse compiled code.
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache, wraps
+from functools import lru_cache, partial, wraps
 from typing import NamedTuple
 
 import jax
@@ -193,15 +193,38 @@ def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key
     return _scan_stream(config, state, xs, ys, mask, hyper, key, t0, record, record_key)
 
 
-@_jit(static_argnames=("config", "record"))
-def _sweep_scan(config: FilterConfig, states, xs, ys, mask, hypers: Hyperparameters, keys, t0, record, record_key):
+@_jit(static_argnames=("config", "record", "hyper_axes", "vectorize"))
+def _sweep_scan(
+    config: FilterConfig,
+    states,
+    xs,
+    ys,
+    mask,
+    hypers: Hyperparameters,
+    keys,
+    t0,
+    record,
+    record_key,
+    hyper_axes,
+    vectorize,
+):
     _TRACES["sweep"] += 1
 
     def one_member(state, hyper, key):
         return _scan_stream(config, state, xs, ys, mask, hyper, key, t0, record, record_key)
 
-    # The data and the step count are shared: the lax.cond on the mask stays a cond.
-    return jax.vmap(one_member)(states, hypers, keys)
+    if vectorize:
+        # The data and the step count are shared: the lax.cond on the mask stays a cond.
+        # Shared hyperparameters stay unbatched, so branches chosen by their values (the DLR
+        # predict step's lax.switch on q and gamma) are still taken, not all evaluated.
+        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0))(states, hypers, keys)
+    varying = Hyperparameters(*(h if axis == 0 else None for h, axis in zip(hypers, hyper_axes)))
+
+    def member(args):
+        state, values, key = args
+        return one_member(state, Hyperparameters(*(v if v is not None else h for v, h in zip(values, hypers))), key)
+
+    return jax.lax.map(member, (states, varying, keys))
 
 
 def _bucket(n_steps: int) -> int:
@@ -272,13 +295,15 @@ def run_sweep(
     n_seen: int = 0,
     record=None,
     record_key: jax.Array | None = None,
+    vectorize: bool | None = None,
 ):
     """Run ``K`` filters side by side on the same stream, in one compiled scan.
 
     Member ``k`` starts from ``states[k]`` and uses the hyperparameters ``hypers[k]``: a
     sweep over prior scales (see :func:`init_sweep`), observation noise, learning rates,
-    process noise or initial weights (seeds) costs one compilation, and the members'
-    steps are batched (``jax.vmap``) into the same products. Every member sees the rows
+    process noise or initial weights (seeds) costs one compilation and one call, and on
+    an accelerator the members' steps are batched into the same products (``vectorize``).
+    Every member sees the rows
     in the same order; member ``k`` matches :func:`run_filter` with ``states[k]``,
     ``hypers[k]`` and ``keys[k]``.
 
@@ -300,6 +325,12 @@ def run_sweep(
     record : predictive value, optional
         As for :func:`run_filter`, evaluated for every member.
     record_key : PRNG key, optional
+    vectorize : bool, optional
+        True: batch the members' steps into the same products (``jax.vmap``). False: run
+        them one after the other inside the compiled call (``lax.map``), each with the code
+        of a single filter. Default: vectorised on a GPU or TPU, one after the other on a
+        CPU, where XLA's batched products of the DLR step ran slower than the members'
+        own (``benchmarks/results/sweep.md``).
 
     Returns
     -------
@@ -316,17 +347,17 @@ def run_sweep(
         keys = jnp.broadcast_to(keys, (n_members, *keys.shape))
     if keys.shape[0] != n_members:
         raise ValueError(f"keys must hold one key per member ({n_members}), got shape {keys.shape}.")
-    fields = []
+    hypers = Hyperparameters(*(jnp.asarray(h, dtype) for h in hypers))
     for name, h in zip(Hyperparameters._fields, hypers):
-        h = jnp.asarray(h, dtype)
         if h.ndim and h.shape[0] != n_members:
             raise ValueError(
                 f"hypers.{name} must be a scalar or have leading axis {n_members} (one value per member), "
                 f"got shape {h.shape}."
             )
-        fields.append(jnp.broadcast_to(h, (n_members, *h.shape[1:])) if h.ndim else jnp.full(n_members, h))
-    hypers = Hyperparameters(*fields)
-    return _run_chunks(_sweep_scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1)
+    if vectorize is None:
+        vectorize = jax.default_backend() != "cpu"
+    scan = partial(_sweep_scan, hyper_axes=tuple(0 if h.ndim else None for h in hypers), vectorize=bool(vectorize))
+    return _run_chunks(scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1)
 
 
 def init_sweep(family, mean0, sigma0):

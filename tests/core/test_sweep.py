@@ -53,8 +53,8 @@ def test_a_sweep_over_prior_scale_and_noise_is_the_batch_posterior_of_each(x64):
         ("diag_mom", "bog", "mc_ef"),  # stochastic: one key per member
     ],
 )
-@pytest.mark.parametrize("batch_size", [1, 3])
-def test_each_member_is_the_single_filter_with_its_values(family, algorithm, hessian, batch_size, x64):
+@pytest.mark.parametrize("batch_size, vectorize", [(1, True), (3, True), (1, False)])
+def test_each_member_is_the_single_filter_with_its_values(family, algorithm, hessian, batch_size, vectorize, x64):
     rng = np.random.default_rng(1)
     spec = MLPSpec(4, (5,), 3, "tanh")
     X = rng.normal(size=(75, 4))
@@ -67,7 +67,16 @@ def test_each_member_is_the_single_filter_with_its_values(family, algorithm, hes
     hypers = Hyperparameters(1.0, 1.0, np.array([0.0, 1e-4, 1e-3]), learning_rate)
     keys = jax.random.split(jax.random.PRNGKey(3), n_members)
     states, log_prob, mean = run_sweep(
-        config, init_sweep(config.family, mean0, sigma0), X, Y, hypers, batch_size, keys, 5, PluginPredictive()
+        config,
+        init_sweep(config.family, mean0, sigma0),
+        X,
+        Y,
+        hypers,
+        batch_size,
+        keys,
+        5,
+        PluginPredictive(),
+        vectorize=vectorize,
     )
     assert log_prob.shape == (n_members, 75) and mean.shape == (n_members, 75, 3)
     for k in range(n_members):

@@ -1,0 +1,110 @@
+"""``sigma0="auto"`` and grids of prior scales: a Bayesian model average over the scale.
+
+The reference is built from independent single-scale fits: one estimator per scale with
+the same seed, whose prequential records give each scale's evidence; the average is then
+formed row by row in plain Python.
+"""
+
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_digits
+from sklearn.utils._param_validation import InvalidParameterError
+
+from skbong import AUTO_SIGMA0, BONGClassifier, BONGRegressor
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X[:300] / 16, y[:300]
+
+
+def _row_by_row_average(member_log_probs):
+    """log sum_k w_k(t) p_k(y_t), with w_k(t) proportional to prod_{s<t} p_k(y_s)."""
+    evidence = [0.0] * len(member_log_probs)
+    out = []
+    for t in range(len(member_log_probs[0])):
+        top = max(evidence)
+        norm = top + math.log(sum(math.exp(e - top) for e in evidence))
+        out.append(math.log(sum(math.exp(e - norm + lp[t]) for e, lp in zip(evidence, member_log_probs))))
+        evidence = [e + lp[t] for e, lp in zip(evidence, member_log_probs)]
+    return np.array(out), np.array(evidence)
+
+
+def test_the_average_over_scales_is_built_from_the_single_scale_filters(digits):
+    X, y = digits
+    grid = [0.03, 0.3, 1.0]
+    common = dict(hidden_layer_sizes=(8,), prequential=True, shuffle=False, random_state=0, dtype="float64")
+    singles = [BONGClassifier(sigma0=s, **common).fit(X, y) for s in grid]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the narrowest scale alone learns little
+        auto = BONGClassifier(sigma0=grid, **common).fit(X, y)
+    expected_log_prob, evidence = _row_by_row_average([m.prequential_log_prob_ for m in singles])
+    np.testing.assert_allclose(auto.prequential_log_prob_, expected_log_prob, rtol=1e-8)
+    weights = np.exp(evidence - evidence.max()) / np.exp(evidence - evidence.max()).sum()
+    np.testing.assert_allclose(auto.sigma0_weights_, weights, rtol=1e-6, atol=1e-300)
+    best = int(np.argmax(evidence))
+    assert auto.sigma0_ == grid[best] and list(auto.sigma0_grid_) == grid
+    for fitted, single in zip(auto.posterior_, singles[best].posterior_):
+        np.testing.assert_allclose(fitted, single, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(auto.predict_proba(X), singles[best].predict_proba(X), rtol=1e-9, atol=1e-12)
+
+
+def test_partial_fit_carries_every_scale_and_its_evidence(digits):
+    X, y = digits
+    common = dict(sigma0="auto", hidden_layer_sizes=(8,), prequential=True, random_state=0)
+    whole = BONGClassifier(shuffle=False, **common).fit(X, y)
+    parts = BONGClassifier(**common)
+    for rows in np.array_split(np.arange(len(y)), 3):
+        parts.partial_fit(X[rows], y[rows], classes=np.arange(10))
+    parts = pickle.loads(pickle.dumps(parts))  # the members survive a round trip
+    np.testing.assert_allclose(parts.prequential_log_prob_, whole.prequential_log_prob_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(parts.sigma0_weights_, whole.sigma0_weights_, rtol=1e-3, atol=1e-6)
+    assert list(whole.sigma0_grid_) == list(AUTO_SIGMA0) and whole.sigma0_weights_.sum() == pytest.approx(1.0)
+
+
+def test_a_scale_whose_belief_breaks_down_drops_out(digits):
+    # fc_mom at sigma0 >= 1 loses positive definiteness on digits (BONG Eq. 168); alone it
+    # raises, inside a grid it gets weight 0 and the fit goes on with the other scales.
+    X, y = digits
+    params = dict(family="fc_mom", hidden_layer_sizes=(4,), random_state=0)
+    with pytest.raises(FloatingPointError, match="became invalid"):
+        BONGClassifier(sigma0=3.0, **params).fit(X, y)
+    clf = BONGClassifier(sigma0=[0.3, 3.0], **params).fit(X, y)
+    assert clf.sigma0_ == 0.3
+    np.testing.assert_array_equal(clf.sigma0_weights_, [1.0, 0.0])
+    assert np.isfinite(clf.predict_proba(X)).all()
+
+
+def test_auto_regressor_keeps_the_units_of_y():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = 1000.0 * (np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=300))
+    reg = BONGRegressor(sigma0="auto", hidden_layer_sizes=(16,), random_state=0, prequential=True).fit(X, y)
+    assert reg.score(X, y) > 0.8
+    assert reg.prequential_prediction_.shape == (300,)
+    fixed = BONGRegressor(sigma0=reg.sigma0_, hidden_layer_sizes=(16,), random_state=0).fit(X, y)
+    np.testing.assert_allclose(reg.predict(X), fixed.predict(X), rtol=1e-4, atol=1e-3 * y.std())
+
+
+@pytest.mark.parametrize("bad", [[], [0.1, -1.0], [[0.1, 0.3]], [0.1, np.nan], "wide", True])
+def test_bad_scale_grids_are_refused(bad, digits):
+    X, y = digits
+    clf = BONGClassifier(sigma0=bad)
+    with pytest.raises((InvalidParameterError, ValueError), match="sigma0"):
+        clf.fit(X, y)
+    assert not hasattr(clf, "posterior_")
+
+
+def test_a_fixed_scale_reports_itself(digits):
+    X, y = digits
+    clf = BONGClassifier(sigma0=0.2, hidden_layer_sizes=(8,), random_state=0).fit(X, y)
+    assert clf.sigma0_ == 0.2
+    np.testing.assert_array_equal(clf.sigma0_grid_, [0.2])
+    np.testing.assert_array_equal(clf.sigma0_weights_, [1.0])
+    clf.set_params(sigma0="auto").partial_fit(X[:10], y[:10])  # sigma0 acts at fit only
+    assert clf.sigma0_ == 0.2 and not hasattr(clf, "_members")

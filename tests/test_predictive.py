@@ -9,7 +9,6 @@ import pytest
 from scipy.special import expit
 from scipy.stats import norm
 from sklearn.datasets import load_breast_cancer, load_iris
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.preprocessing import StandardScaler
 
@@ -309,9 +308,9 @@ def test_bayesian_predictive_beats_plugin_when_the_plugin_is_overconfident():
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, random_state=0, stratify=y)
     scaler = StandardScaler().fit(X_train)
     clf = BONGClassifier(hidden_layer_sizes=(), family="fc", sigma0=3.0, predictive="plugin", random_state=0)
-    # The fit's own prequential check sees the overconfident plug-in and says so.
-    with pytest.warns(ConvergenceWarning, match="overconfident.*predictive='probit'"):
-        clf.fit(scaler.transform(X_train)[:50], y_train[:50])
+    # 50 rows are 40 scored after the health test's burn-in: too few for its verdict
+    # (skbong/_health.py), so the overconfidence shows only on the test rows here.
+    clf.fit(scaler.transform(X_train)[:50], y_train[:50])
     nlpd = {}
     for predictive in ("plugin", "probit", "linearized_mc"):
         clf.set_params(predictive=predictive)

@@ -1,5 +1,5 @@
 """No silent failure: every cell of a family x sigma0 x input-scale grid on digits either
-learns or says that it did not (issue 19, item 2).
+learns or says that it did not (issue 19, item 2), and ``sigma0="auto"`` on the same cells.
 
 Protocol: ``load_digits``, ``train_test_split(test_size=0.25, random_state=0)``, one pass of
 ``BONGClassifier(hidden_layer_sizes=(16,), family=F, sigma0=s, random_state=0).fit`` over
@@ -30,7 +30,7 @@ from _report import RESULTS, markdown_table, write
 from skbong import BONGClassifier
 
 FAMILIES = ("fc", "fc_mom", "diag", "diag_mom", "dlr")
-SIGMA0S = (0.01, 0.1, 0.3, 1.0, 3.0, 10.0)
+SIGMA0S = (0.01, 0.1, 0.3, 1.0, 3.0, 10.0, "auto")
 INPUTS = {"X/16": 1 / 16, "raw X": 1.0}
 HIDDEN = (16,)
 SHARE_OF_BEST = 0.85
@@ -74,7 +74,7 @@ def main():
             for sigma0 in SIGMA0S:
                 cell = run_cell(family, sigma0, scale, data) | {"inputs": input_name}
                 cells.append(cell)
-                print(f"{family:>8} {input_name:>5} sigma0={sigma0:<5g} {cell['status']:>28} acc {cell['acc']:.3f} "
+                print(f"{family:>8} {input_name:>5} sigma0={sigma0!s:<5} {cell['status']:>28} acc {cell['acc']:.3f} "
                       f"nll {cell['nll']:.3f} max|w| {cell['max_w']:.3g} ({cell['seconds']:.1f} s) {cell['message']}",
                       flush=True)
     best = {f: np.nanmax([c["acc"] for c in cells if c["family"] == f]) for f in FAMILIES}
@@ -82,7 +82,7 @@ def main():
     for c in cells:
         silent = c["status"] == "ok" and not c["acc"] >= SHARE_OF_BEST * best[c["family"]]
         n_silent += silent
-        rows.append([c["family"], c["inputs"], f"{c['sigma0']:g}", c["status"], f"{c['acc']:.3f}", f"{c['nll']:.3f}",
+        rows.append([c["family"], c["inputs"], str(c["sigma0"]), c["status"], f"{c['acc']:.3f}", f"{c['nll']:.3f}",
                      f"{c['max_w']:.3g}", "**silent failure**" if silent else "", c["message"]])
     summary = markdown_table(
         ["family", "best accuracy", "cells ok", "warned", "raised", "silent failures"],
@@ -111,16 +111,19 @@ def plot(cells, path):
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     markers = {"ok": "o", "warned": "^"}
+    auto_x = 30.0  # where the sigma0="auto" cells are drawn, right of the fixed scales
     for ax, input_name in zip(axes, INPUTS):
         for family in FAMILIES:
             sel = [c for c in cells if c["family"] == family and c["inputs"] == input_name]
-            line, = ax.semilogx([c["sigma0"] for c in sel], [c["acc"] for c in sel], "-", label=family, alpha=0.6)
+            fixed = [c for c in sel if c["sigma0"] != "auto"]
+            line, = ax.semilogx([c["sigma0"] for c in fixed], [c["acc"] for c in fixed], "-", label=family, alpha=0.6)
             for c in sel:
-                if c["status"] in markers:
-                    ax.plot(c["sigma0"], c["acc"], markers[c["status"]], color=line.get_color())
-                else:
-                    ax.plot(c["sigma0"], 0.0, "x", color=line.get_color())
-        ax.set(title=f"inputs {input_name} (o ok, ^ warned, x raised)", xlabel="sigma0", ylabel="test accuracy")
+                x = auto_x if c["sigma0"] == "auto" else c["sigma0"]
+                marker = "*" if c["sigma0"] == "auto" else markers.get(c["status"], "x")
+                y = c["acc"] if c["status"] in markers else 0.0
+                ax.plot(x, y, marker, color=line.get_color(), markersize=10 if marker == "*" else 6)
+        ax.set(title=f"inputs {input_name} (o ok, ^ warned, x raised; * auto at 30)", xlabel="sigma0",
+               ylabel="test accuracy")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

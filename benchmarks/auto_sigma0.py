@@ -1,0 +1,231 @@
+"""``sigma0="auto"`` against the best fixed sigma0 chosen on held-out data (issue 19, item 3).
+
+Protocol, per data set and seed (the estimators' defaults otherwise: MLP with one hidden
+layer of 50 ReLU units, ``family="dlr", rank=10``, BONG-LIN-HESS, one pass, batch size 1):
+
+* **fixed, chosen on held-out data**: for every scale of ``AUTO_SIGMA0`` fit on the
+  learning rows minus a validation block, score the validation block (NLL), then refit the
+  winner on all the learning rows. The validation rows are never test rows.
+* **auto**: ``sigma0="auto"`` fits once on all the learning rows; no validation split.
+* Both are scored on the same test rows: NLL (log-loss, or Gaussian NLPD of
+  ``predict(return_std=True)`` in the units of y) and accuracy / RMSE.
+
+Data sets: ``load_digits`` with inputs ``X / 16`` and raw (0-16), a shuffle per seed: 1,000
+learning rows (the last 250 of them the validation block), 797 test rows; the five UCI sets
+of ``benchmarks/uci.py`` (``uci_split``, standardised with training statistics; the
+validation block is the last 20% of the shuffled training rows); the MNIST MLP stream of
+``benchmarks/mnist_stream.py`` (``mnist_stream(seed)``: learn on the first T = 2,000 rows,
+validate on the next 2,000, test on the stream's 2,000 test rows; no refit needed, the fixed
+fits already learn on the same T rows).
+
+Time: the wall time of the auto fit over that of one fixed fit on the same rows (both after
+a warm-up fit compiled the code), median over seeds; K = ``len(AUTO_SIGMA0)`` single fits is
+what a loop over the scales costs.
+
+Writes ``results/auto_sigma0.md`` and ``.png``.
+
+    python benchmarks/auto_sigma0.py [--seeds 3] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.metrics import log_loss
+
+from _report import RESULTS, markdown_table, write
+from skbong import AUTO_SIGMA0, BONGClassifier, BONGRegressor
+from skbong.datasets import UCI_NAMES, mnist_stream, uci_split
+from skbong.metrics import gaussian_nlpd
+
+N_MNIST = 2000
+
+
+def _digits(seed: int, scale: float):
+    X, y = load_digits(return_X_y=True)
+    order = np.random.default_rng(seed).permutation(len(y))
+    learn, test = order[:1000], order[1000:]
+    return X[learn] * scale, y[learn], X[test] * scale, y[test], 250
+
+
+def _uci(name: str, split: int):
+    data = uci_split(name, split)
+    order = np.random.default_rng(split).permutation(len(data.y_train))
+    X, y = data.X_train[order], data.y_train[order]
+    return X, y, data.X_test, data.y_test, len(y) // 5, data.y_std
+
+
+def _score(est, X, y, regression: bool, y_std: float = 1.0) -> tuple[float, float]:
+    """(NLL, accuracy or RMSE), in the units of the original targets for UCI."""
+    if regression:
+        mean, std = est.predict(X, return_std=True)
+        return gaussian_nlpd(y, mean, std) + np.log(y_std), float(np.sqrt(np.mean((mean - y) ** 2))) * y_std
+    proba = est.predict_proba(X)
+    return float(log_loss(y, proba, labels=est.classes_)), float(np.mean(est.classes_[proba.argmax(1)] == y))
+
+
+def _fit(make, sigma0, X, y):
+    """(fitted estimator or None, seconds, warned)."""
+    est = make(sigma0)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            est.fit(X, y)
+        except FloatingPointError:
+            return None, time.perf_counter() - start, True
+    return est, time.perf_counter() - start, any("Convergence" in w.category.__name__ for w in caught)
+
+
+def compare(make, X, y, X_test, y_test, n_val: int, regression: bool, y_std: float = 1.0, refit: bool = True,
+            X_val=None, y_val=None) -> dict:
+    if X_val is None:
+        X_learn, y_learn, X_val, y_val = X[:-n_val], y[:-n_val], X[-n_val:], y[-n_val:]
+    else:
+        X_learn, y_learn = X, y
+    val = {}
+    single_seconds = []
+    for s in AUTO_SIGMA0:
+        est, seconds, _ = _fit(make, s, X_learn, y_learn)
+        single_seconds.append(seconds)
+        val[s] = _score(est, X_val, y_val, regression, y_std)[0] if est is not None else np.inf
+    chosen = min(val, key=val.get)
+    fixed = _fit(make, chosen, X, y)[0] if refit else _fit(make, chosen, X_learn, y_learn)[0]
+    if refit:  # time one single fit on the same rows as the auto fit
+        _, seconds, _ = _fit(make, chosen, X, y)
+    else:
+        seconds = float(np.median(single_seconds))
+    auto, auto_seconds, warned = _fit(make, "auto", X, y)
+    fixed_nll, fixed_metric = _score(fixed, X_test, y_test, regression, y_std)
+    auto_nll, auto_metric = (np.inf, np.nan) if auto is None else _score(auto, X_test, y_test, regression, y_std)
+    return {
+        "fixed_sigma0": chosen, "fixed_nll": fixed_nll, "fixed_metric": fixed_metric,
+        "auto_sigma0": np.nan if auto is None else auto.sigma0_,
+        "auto_weights": None if auto is None else auto.sigma0_weights_.tolist(),
+        "auto_nll": auto_nll, "auto_metric": auto_metric, "auto_warned": warned,
+        "time_ratio": auto_seconds / seconds, "single_seconds": seconds,
+    }
+
+
+def run(datasets, n_seeds: int, n_uci: int) -> dict:
+    results = {}
+
+    def record(name, out):
+        results.setdefault(name, []).append(out)
+        print(f"{name:>12} fixed {out['fixed_sigma0']:<5g} nll {out['fixed_nll']:.4f} | auto {out['auto_sigma0']:<6g} "
+              f"nll {out['auto_nll']:.4f} w={np.round(out['auto_weights'] or [], 3).tolist()} | "
+              f"time x{out['time_ratio']:.2f} of {out['single_seconds']:.2f} s", flush=True)
+
+    for name, scale in (("digits", 1 / 16), ("digits_raw", 1.0)):
+        if name not in datasets:
+            continue
+        def make(s):
+            return BONGClassifier(sigma0=s, random_state=0)
+        compare(make, *_digits(0, scale), regression=False)  # warm-up: compiles every entry point
+        for seed in range(n_seeds):
+            record(name, compare(lambda s, seed=seed: BONGClassifier(sigma0=s, random_state=seed),
+                                 *_digits(seed, scale), regression=False))
+    if "uci" in datasets:
+        for uci_name in UCI_NAMES:
+            X, y, X_test, y_test, n_val, y_std = _uci(uci_name, 0)
+            compare(lambda s: BONGRegressor(sigma0=s, random_state=0), X, y, X_test, y_test, n_val, True, y_std)
+            for split in range(n_uci):
+                X, y, X_test, y_test, n_val, y_std = _uci(uci_name, split)
+                record(uci_name, compare(lambda s, split=split: BONGRegressor(sigma0=s, random_state=split),
+                                         X, y, X_test, y_test, n_val, True, y_std))
+    if "mnist" in datasets:
+        for seed in range(n_seeds):
+            X_stream, y_stream, X_test, y_test = mnist_stream(seed)
+            X, y = X_stream[:N_MNIST], y_stream[:N_MNIST]
+            X_val, y_val = X_stream[N_MNIST : 2 * N_MNIST], y_stream[N_MNIST : 2 * N_MNIST]
+            make = lambda s, seed=seed: BONGClassifier(sigma0=s, random_state=seed, shuffle=False)  # noqa: E731
+            if seed == 0:
+                compare(make, X[:600], y[:600], X_test, y_test, 0, False, refit=False, X_val=X_val, y_val=y_val)
+            record("mnist_mlp", compare(make, X, y, X_test, y_test, 0, False, refit=False, X_val=X_val, y_val=y_val))
+    return results
+
+
+def _mean_se(values) -> str:
+    values = np.asarray(values, dtype=float)
+    if not np.all(np.isfinite(values)):
+        return f"inf ({np.sum(~np.isfinite(values))} failed)"
+    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
+    return f"{values.mean():.4f} ± {se:.4f}"
+
+
+def report(results: dict) -> str:
+    rows, n_met = [], 0
+    for name, runs in results.items():
+        fixed = np.array([r["fixed_nll"] for r in runs])
+        auto = np.array([r["auto_nll"] for r in runs])
+        diff = auto - fixed
+        se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        rel = diff.mean() / abs(fixed.mean())
+        met = bool(np.all(np.isfinite(auto)) and (rel <= 0.03 or diff.mean() <= se))
+        n_met += met
+        regression = name not in ("digits", "digits_raw", "mnist_mlp")
+        rows.append([
+            name, len(runs), _mean_se(fixed), _mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
+            "yes" if met else "**no**",
+            _mean_se([r["fixed_metric"] for r in runs]), _mean_se([r["auto_metric"] for r in runs]),
+            " ".join(f"{r['fixed_sigma0']:g}" for r in runs), " ".join(f"{r['auto_sigma0']:g}" for r in runs),
+            f"{np.mean([max(r['auto_weights'] or [0]) for r in runs]):.3f}",
+            sum(r["auto_warned"] for r in runs),
+            f"{np.median([r['time_ratio'] for r in runs]):.2f}",
+        ])
+        del regression
+    header = ["data", "runs", "NLL fixed (val-chosen)", "NLL auto", "auto - fixed (rel.)",
+              "within 3% or 1 SE", "acc / RMSE fixed", "acc / RMSE auto", "fixed sigma0 per run",
+              "auto sigma0_ per run", "mean top weight", "auto warned/raised",
+              f"time auto / one fit (K = {len(AUTO_SIGMA0)})"]
+    return "\n\n".join([
+        f"Grid `AUTO_SIGMA0 = {AUTO_SIGMA0}` for both. NLL: test log-loss (classification) or Gaussian NLPD in "
+        "the units of y (UCI). The target of issue 19: auto's test NLL within 3% (or 1 SE over runs) of the "
+        "fixed sigma0 chosen on held-out data.",
+        f"**Target met on {n_met} of {len(results)} data sets.**",
+        markdown_table(header, rows),
+        "![auto](auto_sigma0.png)",
+    ])
+
+
+def plot(results: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, ax = plt.subplots(figsize=(1.2 * len(names) + 2, 3.5))
+    for i, name in enumerate(names):
+        fixed = np.array([r["fixed_nll"] for r in results[name]])
+        auto = np.array([r["auto_nll"] for r in results[name]])
+        rel = (auto - fixed) / np.abs(fixed)
+        ax.scatter(np.full(len(rel), i), 100 * rel, color="C0")
+    ax.axhline(3, color="C3", ls="--", lw=1, label="+3% (target)")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xticks(range(len(names)), names, rotation=30)
+    ax.set_ylabel("auto vs val-chosen fixed: test NLL, %")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--uci-splits", type=int, default=5)
+    parser.add_argument("--datasets", default="digits,digits_raw,uci,mnist")
+    parser.add_argument("--name", default="auto_sigma0")
+    args = parser.parse_args()
+    results = run(args.datasets.split(","), args.seeds, args.uci_splits)
+    path = write(args.name, "sigma0='auto' against the best fixed sigma0 chosen on held-out data", report(results))
+    plot(results, RESULTS / f"{args.name}.png")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

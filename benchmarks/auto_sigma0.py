@@ -87,18 +87,16 @@ def compare(make, X, y, X_test, y_test, n_val: int, regression: bool, y_std: flo
         X_learn, y_learn, X_val, y_val = X[:-n_val], y[:-n_val], X[-n_val:], y[-n_val:]
     else:
         X_learn, y_learn = X, y
-    val = {}
-    single_seconds = []
+    val, fits, single_seconds = {}, {}, []
     for s in AUTO_SIGMA0:
-        est, seconds, _ = _fit(make, s, X_learn, y_learn)
+        fits[s], seconds, _ = _fit(make, s, X_learn, y_learn)
         single_seconds.append(seconds)
-        val[s] = _score(est, X_val, y_val, regression, y_std)[0] if est is not None else np.inf
+        val[s] = _score(fits[s], X_val, y_val, regression, y_std)[0] if fits[s] is not None else np.inf
     chosen = min(val, key=val.get)
-    fixed = _fit(make, chosen, X, y)[0] if refit else _fit(make, chosen, X_learn, y_learn)[0]
-    if refit:  # time one single fit on the same rows as the auto fit
-        _, seconds, _ = _fit(make, chosen, X, y)
+    if refit:  # on the same rows as the auto fit, which also times one single fit
+        fixed, seconds, _ = _fit(make, chosen, X, y)
     else:
-        seconds = float(np.median(single_seconds))
+        fixed, seconds = fits[chosen], float(np.median(single_seconds))
     auto, auto_seconds, warned = _fit(make, "auto", X, y)
     fixed_nll, fixed_metric = _score(fixed, X_test, y_test, regression, y_std)
     auto_nll, auto_metric = (np.inf, np.nan) if auto is None else _score(auto, X_test, y_test, regression, y_std)
@@ -167,7 +165,6 @@ def report(results: dict) -> str:
         rel = diff.mean() / abs(fixed.mean())
         met = bool(np.all(np.isfinite(auto)) and (rel <= 0.03 or diff.mean() <= se))
         n_met += met
-        regression = name not in ("digits", "digits_raw", "mnist_mlp")
         rows.append([
             name, len(runs), _mean_se(fixed), _mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
             "yes" if met else "**no**",
@@ -177,7 +174,6 @@ def report(results: dict) -> str:
             sum(r["auto_warned"] for r in runs),
             f"{np.median([r['time_ratio'] for r in runs]):.2f}",
         ])
-        del regression
     header = ["data", "runs", "NLL fixed (val-chosen)", "NLL auto", "auto - fixed (rel.)",
               "within 3% or 1 SE", "acc / RMSE fixed", "acc / RMSE auto", "fixed sigma0 per run",
               "auto sigma0_ per run", "mean top weight", "auto warned/raised",

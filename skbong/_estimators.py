@@ -313,14 +313,15 @@ class _BaseBONG(BaseEstimator):
             return np.asarray(AUTO_SIGMA0, dtype=np.float64)
         if np.ndim(self.sigma0) == 0:
             return None
-        grid = np.asarray(self.sigma0, dtype=np.float64) if not np.asarray(self.sigma0).dtype == bool else None
-        if grid is None or grid.ndim != 1 or grid.size == 0 or not np.all(np.isfinite(grid) & (grid > 0)):
+        grid = np.asarray(self.sigma0)
+        numeric = grid.dtype.kind in "iuf"  # not bool, str or object
+        if not (numeric and grid.ndim == 1 and grid.size and np.all(np.isfinite(grid) & (grid > 0))):
             raise InvalidParameterError(
                 "The 'sigma0' parameter of "
                 f"{type(self).__name__} must be a positive float, 'auto' or a non-empty 1-D array-like "
                 f"of positive floats; got {self.sigma0!r}."
             )
-        return grid
+        return grid.astype(np.float64)
 
     def _hidden_layer_sizes(self) -> tuple[int, ...]:
         sizes = self.hidden_layer_sizes
@@ -481,11 +482,11 @@ class _BaseBONG(BaseEstimator):
             record = self._predictive(config) if self.prequential else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
+            run = run_filter if grid is None else run_sweep
             for epoch in range(n_passes):
                 start = time.perf_counter()
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
-                run = run_filter if grid is None else run_sweep
                 out = run(config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed))
                 state, log_prob, prediction = out
                 if grid is not None:
@@ -575,7 +576,7 @@ class _BaseBONG(BaseEstimator):
         self._health = health
         self.sigma0_ = prior_scale
         self.sigma0_grid_ = np.array([prior_scale]) if grid is None else grid
-        self.sigma0_weights_ = np.exp(evidence - evidence.max()) / np.exp(evidence - evidence.max()).sum()
+        self.sigma0_weights_ = np.exp(evidence - _log_sum_exp(evidence, axis=0))
         if grid is None:
             self.__dict__.pop("_members", None)
             self.__dict__.pop("_log_evidence", None)

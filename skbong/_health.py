@@ -179,12 +179,12 @@ def _gaussian_log_probs(Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squa
     return -0.5 * np.sum(np.log(2 * np.pi * var) + (Y - mean) ** 2 / var, axis=1)
 
 
-def _learn_unscored(likelihood: str, Y: np.ndarray, stats: np.ndarray) -> np.ndarray:
-    """The constant predictor's statistics after the burn-in rows ``Y``."""
+def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarray) -> np.ndarray:
+    """What the rows ``Y`` add to ``baseline_stats``; ``residual_squares`` is the sum of the
+    model's squared residuals over them (Gaussian; zero for unscored rows)."""
     if likelihood == "categorical":
-        return stats + Y.sum(axis=0)
-    added = np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), np.zeros(Y.shape[1])])
-    return stats + added
+        return Y.sum(axis=0)
+    return np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residual_squares])
 
 
 def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int):
@@ -198,7 +198,7 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         scores = (np.asarray(model_log_probs, np.float64), np.log(np.sum(Y * proba, axis=1)))
         label = Y.argmax(axis=1)
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
-        return scores, hits, stats + Y.sum(axis=0)
+        return scores, hits, stats + _added_statistics(likelihood, Y, None)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         rows_before = np.arange(Y.shape[0])[:, None]
@@ -209,7 +209,7 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0))
         model_count = 1 + n_scored + rows_before  # one pseudo-residual of 1, then the scored rows
         model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
-        added = np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residuals.sum(axis=0)])
+        added = _added_statistics(likelihood, Y, residuals.sum(axis=0))
     no_hits = np.zeros(Y.shape[0])
     return (model, baseline), (no_hits, no_hits), stats + added
 
@@ -219,7 +219,8 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     """Score a run of observations ``Y`` (in the filter's units) given the model's
     one-step-ahead log-probabilities (categorical) or means (Gaussian) of them."""
     n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
-    stats = _learn_unscored(likelihood, Y[:n_unscored], health.baseline_stats)
+    # The burn-in rows only teach the constant predictor.
+    stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]))
     Y = Y[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]

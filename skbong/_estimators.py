@@ -19,8 +19,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._health import HORIZON, PRIOR_CONFLICT, PRIOR_DIVERGED, new_health, prior_conflict, update_health
 from .core import (
@@ -49,6 +50,17 @@ __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
 #: LeCun-normal initialisation's own scale, from a prior too narrow to move the weights
 #: much to one wide enough to diverge on unscaled inputs.
 AUTO_SIGMA0 = (0.01, 0.03, 0.1, 0.3, 1.0)
+
+_HISTORY_DOC = """\
+    history_ : list of dict
+        One record per compiled chunk (at most 512 updates) of every pass since ``fit``,
+        ``partial_fit`` calls appending: ``pass`` (1-based, within its call), ``rows``
+        (observations absorbed in all, as ``t_``), ``seconds`` and ``rows_per_second``
+        since the pass began (compilation included on a first call), and ``log_loss``,
+        the running mean over the pass so far of the one-step-ahead
+        ``-log p(y_t | x_t, D_{<t})`` (the prequential record with ``prequential=True``,
+        else the plug-in predictive's).
+"""
 
 _SHARED_PARAMS_DOC = """
     hidden_layer_sizes : tuple of int, default=(50,)
@@ -133,7 +145,10 @@ _SHARED_PARAMS_DOC = """
         Algorithm 1; BONG footnote 1), in ``prequential_log_prob_`` and
         ``prequential_prediction_``. Costs one prediction per observation.
     verbose : int, default=0
-        Print progress per pass when positive.
+        When positive, print a progress line after each compiled chunk of at most 512
+        updates: rows done, rows per second (compute, not dispatch: each chunk is
+        waited for) and the running prequential log-loss of the pass (the same
+        numbers go to ``history_`` whatever ``verbose`` is).
     dtype : {"float32", "float64"}, default="float32"
         Computation precision. "float64" runs inside JAX's scoped x64 mode; the global
         JAX setting is never changed. Inputs whose squares exceed its range (``|x|`` above
@@ -206,6 +221,45 @@ def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction
         np.einsum("kn,knc->nc", weight, prediction),
         evidence + log_prob.sum(axis=1),
     )
+
+
+class _Progress:
+    """Per-chunk progress of one pass: appends a record to ``history`` and, when
+    ``verbose``, prints a line, after each compiled chunk (``run_filter``'s callback).
+
+    The log-loss is the running mean of ``-log p(y_t | x_t, D_{<t})`` over the pass's rows
+    so far: the prequential record (for a sweep, the model average over the members, as
+    ``sigma0="auto"`` predicts), shifted by ``unit_shift`` into the user's units.
+    """
+
+    def __init__(self, name, pass_index, n_seen, n_rows, evidence, unit_shift, verbose, history):
+        self.name, self.pass_index, self.n_seen, self.n_rows = name, pass_index, n_seen, n_rows
+        self.evidence = None if evidence is None else np.array(evidence, np.float64)
+        self.unit_shift, self.verbose, self.history = unit_shift, verbose, history
+        self.loss_sum = 0.0
+        self.start = time.perf_counter()
+
+    def __call__(self, n_done: int, records) -> None:
+        seconds = time.perf_counter() - self.start
+        log_prob, prediction = records
+        if self.evidence is not None:
+            log_prob, _, self.evidence = _average_over_members(self.evidence, log_prob, prediction)
+        self.loss_sum -= float(np.sum(np.asarray(log_prob, np.float64))) - self.unit_shift * len(log_prob)
+        entry = {
+            "pass": self.pass_index,
+            "rows": self.n_seen + n_done,
+            "seconds": seconds,
+            "rows_per_second": n_done / seconds if seconds > 0 else float("inf"),
+            "log_loss": self.loss_sum / n_done,
+        }
+        self.history.append(entry)
+        if self.verbose:
+            print(
+                f"[{self.name}] pass {self.pass_index}: {n_done}/{self.n_rows} rows, "
+                f"{entry['rows_per_second']:.0f} rows/s, {seconds:.2f} s, "
+                f"prequential log-loss {entry['log_loss']:.4f}",
+                flush=True,
+            )
 
 
 class _BaseBONG(BaseEstimator):
@@ -407,6 +461,13 @@ class _BaseBONG(BaseEstimator):
         return predictions
 
     # ------------------------------------------------------------------ fitting
+    @staticmethod
+    def _sample_weight(sample_weight, X: np.ndarray) -> np.ndarray | None:
+        """Validated non-negative ``(n_samples,)`` weights (not all zero), or None."""
+        if sample_weight is None:
+            return None
+        return _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+
     def _fit_stream(
         self,
         X,
@@ -418,13 +479,15 @@ class _BaseBONG(BaseEstimator):
         shuffle: bool,
         squeeze: bool = False,
         y_loc_scale: tuple[np.ndarray, np.ndarray] | None = None,
+        sample_weight: np.ndarray | None = None,
     ) -> None:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
         Every check that can fail runs before the first attribute is written, so a
         failed call leaves the estimator as it was. ``y_loc_scale`` is the ``(mean,
         scale)`` with which the regressor standardised ``Y``: the prequential record is
-        mapped back to the user's units with it.
+        mapped back to the user's units with it. ``sample_weight`` (validated, or None)
+        tempers each row's likelihood.
         """
         rng = check_random_state(self.random_state)
         n_features = X.shape[1]
@@ -482,12 +545,22 @@ class _BaseBONG(BaseEstimator):
             record = self._predictive(config) if self.prequential else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
+            history = [] if reset else list(getattr(self, "history_", []))
             run = run_filter if grid is None else run_sweep
+            # The prequential log-loss in the user's units (the regressor standardised y).
+            unit_shift = 0.0 if y_loc_scale is None else float(np.log(y_loc_scale[1]).sum())
             for epoch in range(n_passes):
-                start = time.perf_counter()
+                progress = _Progress(
+                    type(self).__name__, epoch + 1, n_seen, X.shape[0], evidence if grid is not None else None,
+                    unit_shift, self.verbose, history,
+                )
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
-                out = run(config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed))
+                ws = sample_weight if order is None or sample_weight is None else sample_weight[order]
+                out = run(
+                    config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed),
+                    sample_weight=ws, callback=progress,
+                )
                 state, log_prob, prediction = out
                 if grid is not None:
                     log_prob, prediction, evidence = _average_over_members(evidence, log_prob, prediction)
@@ -495,8 +568,6 @@ class _BaseBONG(BaseEstimator):
                 predictions.append(prediction)
                 health = update_health(health, self._likelihood, ys, log_prob, prediction)
                 n_seen += X.shape[0]
-                if self.verbose:
-                    print(f"-- pass {epoch + 1}: {X.shape[0]} observations, {time.perf_counter() - start:.2f} s")
             if grid is None:
                 valid = bool(config.family.is_valid(state))
                 chosen = 0
@@ -574,6 +645,7 @@ class _BaseBONG(BaseEstimator):
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
         self._health = health
+        self.history_ = history
         self.sigma0_ = prior_scale
         self.sigma0_grid_ = np.array([prior_scale]) if grid is None else grid
         self.sigma0_weights_ = np.exp(evidence - _log_sum_exp(evidence, axis=0))
@@ -732,7 +804,13 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         observations (``benchmarks/results/predictive.md``).
     n_predictive_samples : int, default=100
         Draws ``S`` of "mc" and "linearized_mc". The draws are fixed per fitted model,
-        so predictions are deterministic."""
+        so predictions are deterministic.
+    class_weight : dict, "balanced" or None, default=None
+        Weight of each class, ``{label: weight}``, multiplying the ``sample_weight`` of
+        its rows (the power of their likelihood). "balanced" gives
+        ``n_samples / (n_classes * count)`` from the ``y`` of ``fit``; ``partial_fit``
+        refuses it (a stream's class frequencies are not known in advance), as
+        ``SGDClassifier`` does."""
         + _SHARED_PARAMS_DOC
         + """
 
@@ -753,7 +831,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
     t_ : int
         Number of observations absorbed into the posterior.
-    prequential_log_prob_ : ndarray of shape (n_recorded,)
+"""
+        + _HISTORY_DOC
+        + """    prequential_log_prob_ : ndarray of shape (n_recorded,)
         With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` under ``predictive``
         for each observation, evaluated before it updated the posterior, in the order
         absorbed (``fit`` with ``shuffle=True`` absorbs a permutation), accumulated over
@@ -782,6 +862,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         **_BaseBONG._parameter_constraints,
         "predictive": [StrOptions({name for name, (_, liks) in PREDICTIVES.items() if "categorical" in liks})],
         "n_predictive_samples": [Interval(Integral, 1, None, closed="left")],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
     }
     _likelihood = "categorical"
     _baseline_name = "the class frequencies seen so far"
@@ -810,6 +891,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         prequential=False,
         verbose=0,
         dtype="float32",
+        class_weight=None,
     ):
         super().__init__(
             hidden_layer_sizes=hidden_layer_sizes,
@@ -835,6 +917,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         )
         self.predictive = predictive
         self.n_predictive_samples = n_predictive_samples
+        self.class_weight = class_weight
 
     def _predictive(self, config):
         return make_predictive(self.predictive, self._likelihood, self.n_predictive_samples)
@@ -843,13 +926,17 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         return np.ones(1)  # unused by the categorical likelihood
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit from the prior with ``max_iter`` passes over ``(X, y)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row: its likelihood enters the update as the
+            power ``p(y | x, theta)^w`` (a tempered likelihood), multiplied by the
+            weight of its class (``class_weight``). A row of weight 0 changes nothing.
 
         Returns
         -------
@@ -858,15 +945,42 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         with self._fitting():
             X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
             check_classification_targets(y)
+            sample_weight = self._sample_weight(sample_weight, X)
             classes = np.unique(y)
             self._check_two_classes(classes)
             Y = self._one_hot(y, classes)
-            self._fit_stream(X, Y, reset=True, n_passes=self.max_iter, obs_noise=np.ones(1), shuffle=self.shuffle)
+            sample_weight = self._with_class_weight(sample_weight, y, classes, partial=False)
+            self._fit_stream(
+                X,
+                Y,
+                reset=True,
+                n_passes=self.max_iter,
+                obs_noise=np.ones(1),
+                shuffle=self.shuffle,
+                sample_weight=sample_weight,
+            )
             self.classes_ = classes
         return self
 
+    def _with_class_weight(self, sample_weight, y, classes, *, partial: bool):
+        """``sample_weight`` times the weight of each row's class (None if both are)."""
+        if self.class_weight is None:
+            return sample_weight
+        if partial and self.class_weight == "balanced":
+            raise ValueError(
+                "class_weight='balanced' is not supported for partial_fit: the class frequencies of a "
+                "stream are not known in advance. Pass a dict, e.g. from "
+                "sklearn.utils.class_weight.compute_class_weight('balanced', classes=classes, y=y) on "
+                "a sample of the stream."
+            )
+        # 'balanced' weighs n_samples / (n_classes * count): the classes of y, each present.
+        present = np.unique(y) if self.class_weight == "balanced" else classes
+        per_class = compute_class_weight(self.class_weight, classes=present, y=y)
+        weights = per_class[np.searchsorted(present, y)]
+        return weights if sample_weight is None else weights * sample_weight
+
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Update the posterior with ``(X, y)``, in order, from its current state.
 
         Parameters
@@ -876,6 +990,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         classes : array-like of shape (n_classes,), default=None
             All labels the stream can contain. Required on the first call, and must
             equal ``classes_`` afterwards.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, as for :meth:`fit`.
 
         Returns
         -------
@@ -898,8 +1014,11 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
                     )
                 classes = self.classes_
             Y = self._one_hot(y, classes)
+            sample_weight = self._with_class_weight(self._sample_weight(sample_weight, X), y, classes, partial=True)
             # obs_noise is unused by the categorical likelihood.
-            self._fit_stream(X, Y, reset=first_call, n_passes=1, obs_noise=np.ones(1), shuffle=False)
+            self._fit_stream(
+                X, Y, reset=first_call, n_passes=1, obs_noise=np.ones(1), shuffle=False, sample_weight=sample_weight
+            )
             self.classes_ = classes
         return self
 
@@ -947,6 +1066,30 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         """
         log_proba = self.predict_log_proba(X)
         return self.classes_[np.argmax(log_proba, axis=1)]
+
+    def decision_function(self, X):
+        """Confidence scores: log-odds (two classes) or log-probabilities under the predictive.
+
+        With the default ``predictive="plugin"`` these are the logits ``f(x, mu)`` of
+        the network at the posterior mean (for more than two classes shifted per row by
+        their log-sum-exp, which changes neither their argmax nor their softmax). With
+        another predictive they are the log-probabilities of :meth:`predict_log_proba`,
+        so that :meth:`predict` is always the argmax of the scores and their ranking
+        always agrees with :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            With two classes, ``log p(classes_[1]) - log p(classes_[0])`` (positive means
+            ``classes_[1]``), as ``SGDClassifier`` returns; otherwise one score per
+            class, in the order of ``classes_``.
+        """
+        log_proba = self.predict_log_proba(X)
+        return log_proba[:, 1] - log_proba[:, 0] if log_proba.shape[1] == 2 else log_proba
 
     def predict_with_params(self, X, params):
         """Class probabilities of the network at given weights, e.g. posterior draws.
@@ -1032,7 +1175,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
     t_ : int
         Number of observations absorbed into the posterior.
-    prequential_log_prob_ : ndarray of shape (n_recorded,)
+"""
+        + _HISTORY_DOC
+        + """    prequential_log_prob_ : ndarray of shape (n_recorded,)
         With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` (a density in the units
         of ``y``) under the linearised predictive of :meth:`predict` for each observation, evaluated before it updated
         the posterior, in the order absorbed, accumulated over the calls made with
@@ -1116,13 +1261,18 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         return self.obs_noise_ / self._y_scale**2  # in the standardised units of the filter
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit from the prior with ``max_iter`` passes over ``(X, y)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row: its likelihood enters the update as the
+            power ``N(y | f(x, theta), R)^w``, i.e. with observation variance ``R / w``.
+            The standardisation of ``y`` uses the weighted mean and variance. A row of
+            weight 0 changes nothing.
 
         Returns
         -------
@@ -1130,11 +1280,12 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         with self._fitting():
             X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
-            self._absorb(X, y, reset=True, n_passes=self.max_iter, shuffle=self.shuffle)
+            sample_weight = self._sample_weight(sample_weight, X)
+            self._absorb(X, y, reset=True, n_passes=self.max_iter, shuffle=self.shuffle, sample_weight=sample_weight)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """Update the posterior with ``(X, y)``, in order, from its current state.
 
         Parameters
@@ -1143,6 +1294,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             After the first call, ``(n_samples,)`` and ``(n_samples, 1)`` both mean one
             output; predictions keep the shape of the first call's ``y``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row, as for :meth:`fit`.
 
         Returns
         -------
@@ -1153,14 +1306,17 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             X, y = validate_data(
                 self, X, y, reset=first_call, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
             )
-            self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False)
+            sample_weight = self._sample_weight(sample_weight, X)
+            self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
         return self
 
-    def _absorb(self, X: np.ndarray, y: np.ndarray, *, reset: bool, n_passes: int, shuffle: bool) -> None:
+    def _absorb(
+        self, X: np.ndarray, y: np.ndarray, *, reset: bool, n_passes: int, shuffle: bool, sample_weight=None
+    ) -> None:
         """Standardise ``y`` (with the first call's mean and scale) and filter on it."""
         Y = self._as_matrix(y)
         if reset:
-            loc, scale = self._loc_scale(Y)
+            loc, scale = self._loc_scale(Y, sample_weight)
             obs_noise = 0.1 * scale**2 if self.obs_noise == "auto" else np.full(Y.shape[1], float(self.obs_noise))
             y_is_1d = y.ndim == 1
         else:
@@ -1178,20 +1334,22 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             shuffle=shuffle,
             squeeze=y_is_1d,
             y_loc_scale=(loc, scale),
+            sample_weight=sample_weight,
         )
         self.obs_noise_ = obs_noise
         self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
 
     @staticmethod
-    def _loc_scale(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per-output mean and standard deviation of ``Y``; scale 1 where ``Y`` is
-        constant (up to round-off) or has fewer than two rows."""
-        loc = Y.mean(axis=0)
-        scale = Y.std(axis=0)
+    def _loc_scale(Y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Per-output (weighted) mean and standard deviation of ``Y``; scale 1 where ``Y``
+        is constant (up to round-off) or has fewer than two rows of positive weight."""
+        weights = np.ones(Y.shape[0]) if sample_weight is None else sample_weight
+        loc = np.average(Y, axis=0, weights=weights)
+        scale = np.sqrt(np.average((Y - loc) ** 2, axis=0, weights=weights))
         if not np.all(np.isfinite(scale)):
             raise ValueError("y is too large to standardise in float64; scale it down.")
         constant = scale <= 10 * np.finfo(np.float64).eps * np.abs(loc)
-        return loc, np.where(constant | (scale == 0) | (Y.shape[0] < 2), 1.0, scale)
+        return loc, np.where(constant | (scale == 0) | (np.count_nonzero(weights) < 2), 1.0, scale)
 
     def predict(self, X, return_std=False):
         """Predictive mean, and optionally standard deviation, of the targets.

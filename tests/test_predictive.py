@@ -205,6 +205,35 @@ def test_predict_proba_is_a_distribution_and_predict_its_argmax(linear_iris, pre
     np.testing.assert_array_equal(proba[5:9], clf.predict_proba(X[5:9]))
 
 
+def test_decision_function_is_the_logit_of_the_posterior_mean():
+    """Plug-in predictive: the scores are the logits of the network at the posterior
+    mean, so for a network without hidden layers their differences are affine in x;
+    their softmax is predict_proba and their argmax predict. Two classes: the log-odds
+    of ``classes_[1]``, shape (n,), as ``SGDClassifier`` returns. Another predictive:
+    the scores still rank as its probabilities and give ``predict``."""
+    X, y = load_iris(return_X_y=True)
+    X = X / 8
+    linear = BONGClassifier(hidden_layer_sizes=(), dtype="float64", random_state=0).fit(X, y)
+    scores = linear.decision_function(X)
+    assert scores.shape == (len(X), 3)
+    np.testing.assert_allclose(np.exp(scores), linear.predict_proba(X), rtol=1e-10)
+    np.testing.assert_array_equal(linear.classes_[scores.argmax(1)], linear.predict(X))
+    mixed = linear.decision_function(0.3 * X[:5] + 0.7 * X[5:10])
+    contrast = np.array([[1.0, -1.0, 0.0], [0.0, 1.0, -1.0]]).T  # differences of logits
+    np.testing.assert_allclose(
+        mixed @ contrast, (0.3 * scores[:5] + 0.7 * scores[5:10]) @ contrast, rtol=1e-9, atol=1e-10
+    )
+
+    names = np.array(["no", "yes"])[(y == 2).astype(int)]
+    for predictive in ("plugin", "probit"):
+        binary = BONGClassifier(hidden_layer_sizes=(4,), predictive=predictive, dtype="float64", random_state=0)
+        odds = binary.fit(X, names).decision_function(X)
+        assert odds.shape == (len(X),)
+        proba = binary.predict_proba(X)[:, 1]
+        np.testing.assert_allclose(odds, np.log(proba) - np.log1p(-proba), rtol=1e-8, atol=1e-8)
+        np.testing.assert_array_equal(binary.predict(X), binary.classes_[(odds > 0).astype(int)])
+
+
 # ------------------------------------------------------- 3. posterior draws
 @pytest.mark.parametrize("family", FAMILIES)
 def test_sample_params_have_the_family_covariance(family):

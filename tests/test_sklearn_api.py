@@ -29,8 +29,31 @@ _UNSCALED_REGRESSOR_CHECKS = {
         "check_fit_idempotent",
         "check_fit_check_is_fitted",
         "check_n_features_in",
+        "check_sample_weights_pandas_series",
+        "check_sample_weights_not_an_array",
+        "check_sample_weights_shape",
+        "check_sample_weights_not_overwritten",
     ],
 }
+
+# A weight w raises a row's likelihood to the power w (tests/test_sample_weight.py). Repeating
+# a row w times is the same only within one filter step or for an exact (linear-Gaussian)
+# filter: a nonlinear filter relinearises between the copies, and the check's shuffled
+# passes see the repeated rows in another order.
+_SEQUENTIAL_NOT_REPEATED = (
+    "an online filter absorbs repeated rows one step at a time (relinearising between them) and "
+    "shuffles n rows and sum(w) rows differently; tests/test_sample_weight.py checks the "
+    "equivalence where it holds (one step, and exact linear-Gaussian filtering)"
+)
+# check_class_weight_classifiers weighs class 0 by 1000 on unscaled blobs (|x| ~ 20-60) with
+# max_iter=1000 passes: a likelihood to the power 1000 per row, counted 1000 times, far
+# outside the prior scale. The filter diverges and fit raises FloatingPointError. On
+# standardised blobs with one pass the same weights give what the check wants
+# (tests/test_sample_weight.py).
+_EXTREME_CLASS_WEIGHT = (
+    "class weight 1000 on unscaled inputs for 1000 passes: the tempered filter diverges and fit "
+    "raises FloatingPointError (no silent failure)"
+)
 
 # The three checks that fit on N(100, 1) features with random targets. Far from the scale
 # the prior N(mu_0, sigma0^2 I) is meant for (sigma0^2 ||J||^2 ~ 1e3 times the noise), most
@@ -101,6 +124,9 @@ def _estimators():
 def _expected_failures(estimator):
     key = "".join(repr(estimator).split())  # as in the test ids: long reprs wrap
     failures = {check: _DIVERGES_UNSCALED for check in _UNSCALED_DIVERGENCE.get(key, [])}
+    failures["check_sample_weight_equivalence_on_dense_data"] = _SEQUENTIAL_NOT_REPEATED
+    if isinstance(estimator, BONGClassifier):
+        failures["check_class_weight_classifiers"] = _EXTREME_CLASS_WEIGHT
     if isinstance(estimator, BONGRegressor) and estimator.algorithm == "bong":
         failures |= {check: _MOMENT_BREAKDOWN for check in _UNSCALED_REGRESSOR_CHECKS.get(estimator.family, [])}
     return failures

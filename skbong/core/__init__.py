@@ -171,6 +171,7 @@ def filter_posterior(
     batch_size: int = 1,
     state=None,
     key: jax.Array | None = None,
+    sample_weight=None,
 ):
     """Run an online Bayesian filter over ``(X, Y)`` and return the posterior belief.
 
@@ -214,6 +215,9 @@ def filter_posterior(
         Continue from this belief instead of the prior.
     key : PRNG key, optional
         Randomness of stochastic estimators.
+    sample_weight : array of shape (N,), optional
+        Non-negative row weights: row ``n`` enters as the tempered likelihood
+        ``p(y_n | x_n, theta)^{w_n}`` (see :func:`run_filter`).
 
     Returns
     -------
@@ -226,4 +230,4 @@ def filter_posterior(
         mean0 = jnp.asarray(init_mean)
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
     hyper = Hyperparameters(obs_noise, dynamics_decay, process_noise, learning_rate)
-    return run_filter(config, state, X, Y, hyper, batch_size=batch_size, key=key)
+    return run_filter(config, state, X, Y, hyper, batch_size=batch_size, key=key, sample_weight=sample_weight)

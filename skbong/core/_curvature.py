@@ -83,20 +83,22 @@ class DiagonalCurvature(NamedTuple):
 Curvature = Union[LowRankCurvature, DenseCurvature, DiagonalCurvature]
 
 
-def _row_log_likelihoods(apply_fn, likelihood, x, y, mask, obs_noise):
-    """``theta -> (B,)`` log-likelihood of each row, zero for masked rows."""
+def _row_log_likelihoods(apply_fn, likelihood, x, y, weight, obs_noise):
+    """``theta -> (B,)`` tempered log-likelihood ``w_b log p(y_b | f(x_b, theta))`` of
+    each row; exactly zero where ``w_b = 0`` (padding), whatever the row holds."""
 
     def rows(theta):
         f = apply_fn(theta, x)
         logp = jax.vmap(likelihood.log_prob, in_axes=(0, 0, None))(f, y, obs_noise)
-        return jnp.where(mask, logp, 0.0)
+        return jnp.where(weight > 0, weight * logp, 0.0)
 
     return rows
 
 
-def _per_row_grads(apply_fn, likelihood, theta, x, y, mask, obs_noise):
-    """Per-row gradients ``(B, P)`` by one reverse pass with ``B`` cotangents."""
-    rows = _row_log_likelihoods(apply_fn, likelihood, x, y, mask, obs_noise)
+def _per_row_grads(apply_fn, likelihood, theta, x, y, weight, obs_noise):
+    """Per-row gradients ``(B, P)`` of the untempered log-likelihood, zero where
+    ``w_b = 0``, by one reverse pass with ``B`` cotangents."""
+    rows = _row_log_likelihoods(apply_fn, likelihood, x, y, (weight > 0).astype(theta.dtype), obs_noise)
     _, vjp_fn = jax.vjp(rows, theta)
     (grads,) = jax.vmap(vjp_fn)(jnp.eye(x.shape[0], dtype=theta.dtype))
     return grads
@@ -106,8 +108,8 @@ def _per_row_grads(apply_fn, likelihood, theta, x, y, mask, obs_noise):
 class LinearizedHessian:
     """LIN-HESS (BONG Prop. 4.2): linearise the network at the mean ``mu``.
 
-    For rows ``b`` with Jacobians ``J_b = d f(x_b, mu) / d theta``:
-    ``g = sum_b J_b^T r_b`` and ``G = -sum_b J_b^T L_b L_b^T J_b``, where ``r_b`` and
+    For rows ``b`` with Jacobians ``J_b = d f(x_b, mu) / d theta`` and weights ``w_b``:
+    ``g = sum_b w_b J_b^T r_b`` and ``G = -sum_b w_b J_b^T L_b L_b^T J_b``, where ``r_b`` and
     ``L_b`` are the likelihood's score and Hessian root at ``f(x_b, mu)``. For a Gaussian
     this is ``g = H^T R^{-1} (y - yhat)``, ``G = -H^T R^{-1} H`` (Eqs. 21-22, 126-127); for
     a categorical it is the same with ``R^{-1}`` read as a pseudo-inverse (LO-FI
@@ -118,21 +120,23 @@ class LinearizedHessian:
     name = "lin_hess"
     stochastic = False
 
-    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key) -> LowRankCurvature:
-        """Curvature of a batch ``x`` (B, D), ``y`` (B, C); masked rows count zero."""
+    def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key) -> LowRankCurvature:
+        """Curvature of a batch ``x`` (B, D), ``y`` (B, C) with row weights ``weight`` (B,)."""
         del family, key
         f, vjp_fn = jax.vjp(lambda theta: apply_fn(theta, x), state.mean)  # f: (B, C)
-        weight = mask.astype(f.dtype)
         score = jax.vmap(likelihood.score, in_axes=(0, 0, None))(f, y, obs_noise)
-        (grad,) = vjp_fn(score * weight[:, None])
+        (grad,) = vjp_fn(jnp.where(weight[:, None] > 0, score * weight[:, None], 0.0))
+        root_weight = jnp.sqrt(weight)
         roots = jax.vmap(likelihood.hessian_root, in_axes=(0, None))(f, obs_noise)  # (B, C, K)
-        roots = roots * weight[:, None, None]
+        roots = jnp.where(root_weight[:, None, None] > 0, roots * root_weight[:, None, None], 0.0)
         b, c, k = roots.shape
         # Cotangent (b, j) is zero except row b, which holds column j of L_b.
         cotangents = jnp.einsum("bcj,bd->bjdc", roots, jnp.eye(b, dtype=f.dtype))
         (root,) = jax.vmap(vjp_fn)(cotangents.reshape(b * k, b, c))
-        # Column (b, j) of the root is w_b J_b^T L_b e_j and the score w_b L_b z_b: coords w_b z_b.
-        coords = jax.vmap(likelihood.score_coords, in_axes=(0, 0, None))(f, y, obs_noise) * weight[:, None]
+        # Column (b, j) of the root is sqrt(w_b) J_b^T L_b e_j and the score w_b L_b z_b:
+        # coords sqrt(w_b) z_b.
+        coords = jax.vmap(likelihood.score_coords, in_axes=(0, 0, None))(f, y, obs_noise)
+        coords = jnp.where(root_weight[:, None] > 0, coords * root_weight[:, None], 0.0)
         return LowRankCurvature(grad, root.T, coords.reshape(b * k))
 
 
@@ -141,38 +145,42 @@ class LinearizedEF:
     """LIN-EF (BONG Eqs. 27-28): ``g`` as LIN-HESS, ``G = -g g^T``, Jacobian-free.
 
     With a batch, each row contributes its own outer product,
-    ``G = -sum_b g_b g_b^T`` (the empirical Fisher of the summed log-likelihood); with
-    one row per step this is Eq. 28.
+    ``G = -sum_b w_b g_b g_b^T`` (the empirical Fisher of the summed log-likelihood, each
+    row tempered by its weight ``w_b``: the Hessian of ``w_b log p`` is ``w_b`` times that
+    of ``log p``); with one row of unit weight per step this is Eq. 28.
     """
 
     name = "lin_ef"
     stochastic = False
 
-    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key) -> LowRankCurvature:
-        """Curvature of a batch; masked rows count zero."""
+    def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key) -> LowRankCurvature:
+        """Curvature of a batch with row weights ``weight`` (B,)."""
         del family, key
         # At theta = mu the gradient of log p(y | f(x, theta)) is J^T r = g^LIN (Eq. 27).
-        grads = _per_row_grads(apply_fn, likelihood, state.mean, x, y, mask, obs_noise)  # (B, P)
-        return LowRankCurvature(grads.sum(0), grads.T, jnp.ones(grads.shape[0], grads.dtype))
+        grads = _per_row_grads(apply_fn, likelihood, state.mean, x, y, weight, obs_noise)  # (B, P)
+        root_weight = jnp.sqrt(weight).astype(grads.dtype)
+        return LowRankCurvature(weight @ grads, grads.T * root_weight, root_weight)
 
 
 @dataclass(frozen=True)
 class MonteCarloEF:
     """MC-EF (BONG Eqs. 11, 26): ``M`` draws ``theta_m ~ q``; ``g`` the mean gradient and
-    ``G = -(1 / M) sum_m g_m g_m^T`` (per row with a batch)."""
+    ``G = -(1 / M) sum_m g_m g_m^T`` (per row with a batch, each row's term times its
+    weight as in :class:`LinearizedEF`)."""
 
     n_samples: int
     name = "mc_ef"
     stochastic = True
 
-    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key) -> LowRankCurvature:
+    def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key) -> LowRankCurvature:
         """Curvature of a batch from ``n_samples`` draws of the belief ``state``."""
         thetas = family.sample(state, key, self.n_samples)  # (M, P)
-        grads = jax.vmap(lambda theta: _per_row_grads(apply_fn, likelihood, theta, x, y, mask, obs_noise))(thetas)
-        grad = grads.sum(1).mean(0)
-        scale = jnp.sqrt(self.n_samples).astype(grads.dtype)
-        root = grads.reshape(-1, grads.shape[-1]).T / scale
-        return LowRankCurvature(grad, root, jnp.full(root.shape[1], 1 / scale, grads.dtype))
+        grads = jax.vmap(lambda theta: _per_row_grads(apply_fn, likelihood, theta, x, y, weight, obs_noise))(thetas)
+        grad = jnp.einsum("b,mbp->p", weight, grads) / self.n_samples
+        # Column (m, b) is sqrt(w_b / M) g_mb, with coordinate sqrt(w_b / M).
+        root_weight = jnp.tile(jnp.sqrt(weight / self.n_samples), self.n_samples).astype(grads.dtype)
+        root = grads.reshape(-1, grads.shape[-1]).T * root_weight
+        return LowRankCurvature(grad, root, root_weight)
 
 
 @dataclass(frozen=True)
@@ -189,11 +197,11 @@ class MonteCarloHessian:
     name = "mc_hess"
     stochastic = True
 
-    def __call__(self, apply_fn, likelihood, family, state, x, y, mask, obs_noise, key):
+    def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key):
         """Curvature of a batch from ``n_samples`` draws of the belief ``state``."""
         sample_key, probe_key = jax.random.split(key)
         thetas = family.sample(state, sample_key, self.n_samples)
-        rows = _row_log_likelihoods(apply_fn, likelihood, x, y, mask, obs_noise)
+        rows = _row_log_likelihoods(apply_fn, likelihood, x, y, weight, obs_noise)
         total = lambda theta: jnp.sum(rows(theta))  # noqa: E731
         grad = jax.vmap(jax.grad(total))(thetas).mean(0)
         if family.diagonal:

@@ -6,7 +6,7 @@ hyperparameters or initial beliefs, vectorised into one scan) and
 :func:`predict_distribution` (the posterior predictive of a batch); :func:`predict_at` and
 :func:`sample_posterior` serve posterior draws. The config is static; every continuous hyperparameter is a traced argument, so
 tuning it never recompiles. Streams are cut into chunks whose lengths come from a few fixed buckets,
-padded with a mask, so calls with new lengths reuse compiled code.
+padded with rows of weight zero, so calls with new lengths reuse compiled code.
 """
 
 from __future__ import annotations
@@ -128,8 +128,9 @@ class Hyperparameters(NamedTuple):
     learning_rate: jax.Array = 1.0
 
 
-def update_step(config: FilterConfig, prior, x, y, mask, hyper: Hyperparameters, key):
-    """One update of the predicted belief ``prior`` with the rows ``x, y`` where ``mask``.
+def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameters, key):
+    """One update of the predicted belief ``prior`` with the rows ``x, y``, each row's
+    likelihood raised to the power ``weight``.
 
     The body of every filter step after the predict step (not jitted on its own; the
     benchmarks compile it alone to count its FLOPs).
@@ -141,8 +142,10 @@ def update_step(config: FilterConfig, prior, x, y, mask, hyper: Hyperparameters,
         The belief after the predict step.
     x : array of shape (B, D)
     y : array of shape (B, C)
-    mask : bool array of shape (B,)
-        Rows that take part (padding rows do not).
+    weight : array of shape (B,)
+        Non-negative row weights ``w_b``: the step uses the tempered (power) likelihood
+        ``prod_b p(y_b | x_b, theta)^{w_b}``, so an integer weight counts a row as that
+        many copies in the batch, and padding rows have weight 0.
     hyper : Hyperparameters
     key : PRNG key
         Randomness of the stochastic estimators.
@@ -154,14 +157,14 @@ def update_step(config: FilterConfig, prior, x, y, mask, hyper: Hyperparameters,
 
     def curvature_at(current, inner_key):
         return config.estimator(
-            config.apply_fn, config.likelihood, config.family, current, x, y, mask, hyper.obs_noise, inner_key
+            config.apply_fn, config.likelihood, config.family, current, x, y, weight, hyper.obs_noise, inner_key
         )
 
     return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
 
 
-def _scan_stream(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
-    """The scan of one filter over the steps ``xs, ys, mask`` (not jitted on its own)."""
+def _scan_stream(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key):
+    """The scan of one filter over the steps ``xs, ys, weights`` (not jitted on its own)."""
     family = config.family
 
     def update(prior, x, y, m, key):
@@ -179,18 +182,20 @@ def _scan_stream(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparamete
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, hyper.obs_noise, record_key)
             out = (predictive.log_prob(y), predictive.mean)
-        # Padded steps (no valid row) leave the belief untouched, predict step included.
-        state = jax.lax.cond(jnp.any(m), update, lambda p, *_: state, prior, x, y, m, step_key)
-        return (state, t + jnp.sum(m, dtype=t.dtype)), out
+        # Steps without a row of positive weight (padding, or rows of weight zero) leave
+        # the belief untouched, predict step included.
+        used = m > 0
+        state = jax.lax.cond(jnp.any(used), update, lambda p, *_: state, prior, x, y, m, step_key)
+        return (state, t + jnp.sum(used, dtype=t.dtype)), out
 
-    (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, mask))
+    (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, weights))
     return state, out
 
 
 @_jit(static_argnames=("config", "record"))
-def _scan(config: FilterConfig, state, xs, ys, mask, hyper: Hyperparameters, key, t0, record, record_key):
+def _scan(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key):
     _TRACES["filter"] += 1
-    return _scan_stream(config, state, xs, ys, mask, hyper, key, t0, record, record_key)
+    return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key)
 
 
 @_jit(static_argnames=("config", "record", "hyper_axes", "vectorize"))
@@ -199,7 +204,7 @@ def _sweep_scan(
     states,
     xs,
     ys,
-    mask,
+    weights,
     hypers: Hyperparameters,
     keys,
     t0,
@@ -211,10 +216,10 @@ def _sweep_scan(
     _TRACES["sweep"] += 1
 
     def one_member(state, hyper, key):
-        return _scan_stream(config, state, xs, ys, mask, hyper, key, t0, record, record_key)
+        return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key)
 
     if vectorize:
-        # The data and the step count are shared: the lax.cond on the mask stays a cond.
+        # The data and the step count are shared: the lax.cond on the weights stays a cond.
         # Shared hyperparameters stay unbatched, so branches chosen by their values (the DLR
         # predict step's lax.switch on q and gamma) are still taken, not all evaluated.
         return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0))(states, hypers, keys)
@@ -242,11 +247,14 @@ def run_filter(
     n_seen: int = 0,
     record=None,
     record_key: jax.Array | None = None,
+    sample_weight=None,
+    callback=None,
 ):
     """Update the belief ``state`` with observations ``(X, Y)`` in order.
 
     Each filter step takes ``batch_size`` consecutive rows (the last step may be partial):
-    a predict step, then one update with the summed log-likelihood of its rows.
+    a predict step, then one update with the summed log-likelihood of its rows, each
+    row's term times its weight.
 
     Parameters
     ----------
@@ -268,6 +276,16 @@ def run_filter(
         step), inside the scan.
     record_key : PRNG key, optional
         Randomness of a stochastic ``record`` predictive; the same key serves every step.
+    sample_weight : array of shape (N,), optional
+        Non-negative weight ``w_n`` of each row: its likelihood enters as the power
+        ``p(y_n | x_n, theta)^{w_n}`` (a tempered likelihood; for a Gaussian, the
+        observation variance ``R / w_n``). A step of rows all of weight zero leaves the
+        belief as it was. Defaults to ones.
+    callback : callable, optional
+        ``callback(n_rows_done, records)``, called after each compiled chunk of at most
+        ``STEP_BUCKETS[-1]`` steps has been computed (for progress reports):
+        ``n_rows_done`` counts the rows of ``X`` absorbed so far and ``records`` is the
+        chunk's ``(log_prob, mean)`` (None without ``record``).
 
     Returns
     -------
@@ -281,7 +299,9 @@ def run_filter(
     dtype = state.mean.dtype
     # Same dtype and weak-type status on every call, so Python floats never retrace.
     hyper = Hyperparameters(*(jnp.asarray(h, dtype) for h in hyper))
-    return _run_chunks(_scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0)
+    return _run_chunks(
+        _scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0, sample_weight, callback
+    )
 
 
 def run_sweep(
@@ -296,6 +316,8 @@ def run_sweep(
     record=None,
     record_key: jax.Array | None = None,
     vectorize: bool | None = None,
+    sample_weight=None,
+    callback=None,
 ):
     """Run ``K`` filters side by side on the same stream, in one compiled scan.
 
@@ -332,6 +354,10 @@ def run_sweep(
         CPU, where batching gained little on two cores (``benchmarks/sweep.py``: 0.9-1.3x
         a loop of single runs either way) and a vectorised ``sigma0="auto"`` fit of the
         MNIST MLP (DLR-10, K = 5) took 7.1 single fits.
+    sample_weight : array of shape (N,), optional
+        Row weights shared by every member, as for :func:`run_filter`.
+    callback : callable, optional
+        As for :func:`run_filter`; the records have the members' leading axis.
 
     Returns
     -------
@@ -358,7 +384,9 @@ def run_sweep(
     if vectorize is None:
         vectorize = jax.default_backend() != "cpu"
     scan = partial(_sweep_scan, hyper_axes=tuple(0 if h.ndim else None for h in hypers), vectorize=bool(vectorize))
-    return _run_chunks(scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1)
+    return _run_chunks(
+        scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1, sample_weight, callback
+    )
 
 
 def init_sweep(family, mean0, sigma0):
@@ -383,12 +411,16 @@ def init_sweep(family, mean0, sigma0):
     return jax.vmap(family.init)(mean0, sigma0)
 
 
-def _run_chunks(scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead):
-    """Feed ``(X, Y)`` to the jitted ``scan`` in bucket-sized chunks; ``n_lead`` leading
-    axes (the members of a sweep) precede the step axes of its records."""
+def _run_chunks(
+    scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback=None
+):
+    """Feed ``(X, Y)`` and the row weights to the jitted ``scan`` in bucket-sized chunks;
+    ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
+    ``callback(n_rows_done, chunk_records)`` runs after each chunk has been computed."""
     X = np.asarray(X)
     Y = np.asarray(Y)
     dtype = state.mean.dtype
+    weights = _row_weights(weights, X.shape[0], dtype)
     if record_key is None:
         record_key = jax.random.PRNGKey(0)
     n_steps = -(-X.shape[0] // batch_size)
@@ -400,13 +432,14 @@ def _run_chunks(scan, config, state, X, Y, hyper, batch_size, key, n_seen, recor
         rows = slice(start * batch_size, (start + length) * batch_size)
         xs = _pad_rows(X[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         ys = _pad_rows(Y[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
-        mask = np.arange(bucket * batch_size) < X[rows].shape[0]
+        # Padding rows weigh zero.
+        ws = _pad_rows(weights[rows], bucket * batch_size).reshape(bucket, batch_size)
         state, out = scan(
             config,
             state,
             jnp.asarray(xs, dtype),
             jnp.asarray(ys, dtype),
-            jnp.asarray(mask.reshape(bucket, batch_size)),
+            jnp.asarray(ws, dtype),
             hyper,
             key,
             n_seen + start * batch_size,
@@ -424,6 +457,9 @@ def _run_chunks(scan, config, state, X, Y, hyper, batch_size, key, n_seen, recor
                 )
             )
         start += length
+        if callback is not None:
+            jax.block_until_ready(state)  # the chunk is computed, not only dispatched
+            callback(min(start * batch_size, X.shape[0]), records[-1] if record is not None else None)
     if record is None:
         return state
     lead = state.mean.shape[:n_lead]
@@ -432,6 +468,18 @@ def _run_chunks(scan, config, state, X, Y, hyper, batch_size, key, n_seen, recor
     return state, np.concatenate([r[0] for r in records], axis=n_lead), np.concatenate(
         [r[1] for r in records], axis=n_lead
     )
+
+
+def _row_weights(weights, n_rows: int, dtype) -> np.ndarray:
+    """Row weights as a finite, non-negative ``(n_rows,)`` array (ones when None)."""
+    if weights is None:
+        return np.ones(n_rows, dtype)
+    weights = np.asarray(weights, dtype)
+    if weights.shape != (n_rows,):
+        raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row, got {weights.shape}.")
+    if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
+        raise ValueError("sample_weight must be finite and non-negative.")
+    return weights
 
 
 def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:

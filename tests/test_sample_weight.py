@@ -1,0 +1,172 @@
+"""Sample and class weights: a row of weight ``w`` enters the update as the tempered
+likelihood ``p(y | x, theta)^w``.
+
+References: integer weights against duplicated rows (within one filter step, where every
+estimator linearises or samples once for the batch; across steps for a linear-Gaussian
+model, where the filter is exact Bayes and the order of rows does not matter), the
+closed-form weighted Bayesian linear regression, and zero weights against removed rows.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris, make_blobs
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.class_weight import compute_class_weight
+
+from skbong import BONGClassifier, BONGRegressor
+from skbong.core import (
+    FAMILIES,
+    HESSIANS,
+    Hyperparameters,
+    MLPSpec,
+    filter_posterior,
+    make_config,
+    undefined_reason,
+    update_step,
+)
+
+
+def _leaves(state):
+    return [np.asarray(leaf) for leaf in state]
+
+
+def _dense_precision(state) -> np.ndarray:
+    """The posterior precision of a belief, from its fields alone (any family)."""
+    fields = state._fields
+    if "cov" in fields:
+        return np.linalg.inv(np.asarray(state.cov))
+    if "var" in fields:
+        return np.diag(1 / np.asarray(state.var))
+    w = np.asarray(state.low_rank)
+    return np.diag(np.asarray(state.diag_precision)) + w @ w.T
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("hessian", HESSIANS)
+def test_integer_weights_equal_duplicated_rows_in_one_step(family, hessian, x64):
+    """One BONG step on rows (a, b, c) with weights (2, 0, 1) equals one step on the batch
+    (a, a, c): same mean and same posterior precision, for every family and estimator."""
+    if undefined_reason("bong", hessian, family) is not None:
+        pytest.skip(undefined_reason("bong", hessian, family))
+    spec = MLPSpec(3, (4,), 3, "tanh")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 3))
+    y = np.eye(3)[[0, 2, 1]]
+    config = make_config(spec.apply, "categorical", family, rank=4, hessian=hessian, n_mc_samples=4)
+    prior = config.family.init(jnp.asarray(spec.init_params(0), jnp.float64), jnp.asarray(0.5))
+    hyper = Hyperparameters(*(jnp.asarray(v) for v in (1.0, 1.0, 0.0, 1.0)))
+    key = jax.random.PRNGKey(3)
+    weighted = update_step(config, prior, jnp.asarray(x), jnp.asarray(y), jnp.asarray([2.0, 0.0, 1.0]), hyper, key)
+    rows = [0, 0, 2]
+    duplicated = update_step(config, prior, jnp.asarray(x[rows]), jnp.asarray(y[rows]), jnp.ones(3), hyper, key)
+    assert not np.allclose(weighted.mean, prior.mean)
+    np.testing.assert_allclose(weighted.mean, duplicated.mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(_dense_precision(weighted), _dense_precision(duplicated), rtol=1e-9, atol=1e-9)
+
+
+def test_weighted_linear_gaussian_filter_is_the_weighted_bayes_posterior(x64):
+    """FC, LIN-HESS, linear model: after a pass with weights ``w_n`` the belief is the
+    closed-form posterior with observation variances ``R / w_n``."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=40)
+    weights = rng.uniform(0.0, 3.0, size=40)
+    weights[::7] = 0.0
+    mean0 = np.array([0.2, 0.0, -0.1])
+    sigma0, noise = 1.5, 0.2
+    state = filter_posterior(
+        lambda theta, x: x @ theta[:, None], jnp.asarray(mean0), X, y[:, None], family="fc", sigma0=sigma0,
+        obs_noise=noise, sample_weight=weights,
+    )
+    precision = np.eye(3) / sigma0**2 + X.T @ (weights[:, None] * X) / noise
+    mean = np.linalg.solve(precision, mean0 / sigma0**2 + X.T @ (weights * y) / noise)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-9)
+    np.testing.assert_allclose(state.cov, np.linalg.inv(precision), rtol=1e-9, atol=1e-12)
+
+
+def test_regressor_integer_weights_equal_repeated_rows():
+    """A linear-Gaussian regressor (exact Bayes, order-free) fitted with integer weights
+    predicts what it predicts after fitting the rows repeated that many times, the
+    standardisation of y (weighted mean and variance) included."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 4))
+    y = 100 + 50 * (X @ rng.normal(size=4)) + 5 * rng.normal(size=30)
+    weights = rng.integers(0, 4, size=30)
+    params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", random_state=0, shuffle=False)
+    weighted = BONGRegressor(**params).fit(X, y, sample_weight=weights)
+    repeated = BONGRegressor(**params).fit(np.repeat(X, weights, axis=0), np.repeat(y, weights))
+    X_test = rng.normal(size=(10, 4))
+    mean_w, std_w = weighted.predict(X_test, return_std=True)
+    mean_r, std_r = repeated.predict(X_test, return_std=True)
+    np.testing.assert_allclose(mean_w, mean_r, rtol=1e-9)
+    np.testing.assert_allclose(std_w, std_r, rtol=1e-9)
+    # Unweighted, the fit is different: the weights are not ignored.
+    assert not np.allclose(BONGRegressor(**params).fit(X, y).predict(X_test), mean_w, rtol=1e-3)
+
+
+@pytest.mark.parametrize("family", ["dlr", "diag", "fc"])
+def test_zero_weight_rows_are_removed_rows(family):
+    """Rows of weight zero change nothing: the posterior equals that of a fit without
+    them, in any position of the stream (``shuffle=False``)."""
+    X, y = load_iris(return_X_y=True)
+    X = X / 8
+    weights = np.ones(len(X))
+    weights[[0, 3, 50, 51, 149]] = 0.0
+    params = dict(hidden_layer_sizes=(5,), family=family, rank=3, dtype="float64", random_state=0, shuffle=False)
+    with_zeros = BONGClassifier(**params).fit(X, y, sample_weight=weights)
+    removed = BONGClassifier(**params).fit(X[weights > 0], y[weights > 0])
+    for a, b in zip(_leaves(with_zeros.posterior_), _leaves(removed.posterior_)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_class_weight_multiplies_the_sample_weight():
+    """``class_weight`` acts as the sample weight of each row's class, times any
+    ``sample_weight``, in fit and partial_fit; 'balanced' follows scikit-learn's formula."""
+    X, y = load_iris(return_X_y=True)
+    X, y = X[20:] / 8, y[20:]  # unbalanced: 30, 50, 50
+    rng = np.random.default_rng(0)
+    sample_weight = rng.uniform(0.5, 2.0, size=len(y))
+    params = dict(hidden_layer_sizes=(4,), dtype="float64", random_state=0, shuffle=False)
+    balanced = compute_class_weight("balanced", classes=np.unique(y), y=y)
+    by_class = BONGClassifier(class_weight="balanced", **params).fit(X, y, sample_weight=sample_weight)
+    by_row = BONGClassifier(**params).fit(X, y, sample_weight=sample_weight * balanced[y])
+    for a, b in zip(_leaves(by_class.posterior_), _leaves(by_row.posterior_)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    stream = BONGClassifier(class_weight={0: 3.0, 2: 0.5}, **params)
+    reference = BONGClassifier(**params)
+    for rows in (slice(0, 60), slice(60, None)):
+        stream.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
+        reference.partial_fit(X[rows], y[rows], classes=[0, 1, 2], sample_weight=np.array([3.0, 1.0, 0.5])[y[rows]])
+    for a, b in zip(_leaves(stream.posterior_), _leaves(reference.posterior_)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    with pytest.raises(ValueError, match="not supported for partial_fit"):
+        BONGClassifier(class_weight="balanced", **params).partial_fit(X, y, classes=[0, 1, 2])
+
+
+@pytest.mark.parametrize("n_centers", [2, 3])
+def test_a_heavy_class_weight_pulls_predictions_to_that_class(n_centers):
+    """scikit-learn's check_class_weight_classifiers on standardised blobs, one pass:
+    weighing class 0 by 1000 and the others by 1e-4 makes class 0 the prediction for
+    more than 87% of held-out rows (it is about 1/n_centers unweighted)."""
+    X, y = make_blobs(centers=n_centers, random_state=0, cluster_std=20)
+    X = StandardScaler().fit_transform(X)
+    X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.5, random_state=0)
+    class_weight = {0: 1000.0, **{k: 1e-4 for k in range(1, n_centers)}}
+    heavy = BONGClassifier(class_weight=class_weight, random_state=0).fit(X_train, y_train)
+    plain = BONGClassifier(random_state=0).fit(X_train, y_train)
+    assert np.mean(heavy.predict(X_test) == 0) > 0.87
+    assert np.mean(plain.predict(X_test) == 0) < 0.6
+
+
+@pytest.mark.parametrize("bad", [-np.ones(150), np.zeros(150), np.ones(149), np.full(150, np.nan)])
+def test_bad_sample_weight_is_refused_and_loses_nothing(bad):
+    X, y = load_iris(return_X_y=True)
+    clf = BONGClassifier(hidden_layer_sizes=(3,), random_state=0).fit(X / 8, y)
+    before = _leaves(clf.posterior_)
+    with pytest.raises(ValueError):
+        clf.partial_fit(X / 8, y, sample_weight=bad)
+    for a, b in zip(before, _leaves(clf.posterior_)):
+        np.testing.assert_array_equal(a, b)

@@ -27,3 +27,32 @@ def test_example_runs(script, tmp_path):
     )
     assert result.returncode == 0, f"{script.name} failed:\n{result.stdout}\n{result.stderr}"
     assert result.stdout.strip(), f"{script.name} printed nothing"
+
+
+#: Import names of the distributions a user has after the README's first command.
+_IMPORT_NAME = {"scikit-learn": "sklearn"}
+
+
+def _installed_by_first_command() -> set[str]:
+    """Top-level modules of skbong's dependencies plus its ``examples`` extra."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((EXAMPLES[0].parents[1] / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + project["optional-dependencies"]["examples"]
+    names = {re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0] for req in requirements}
+    return {_IMPORT_NAME.get(name, name) for name in names} | {"skbong"}
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=[path.name for path in EXAMPLES])
+def test_example_needs_only_what_the_first_command_installs(script):
+    """Every import of an example is the standard library, a dependency or the
+    ``examples`` extra that the README's first command installs."""
+    import ast
+
+    tree = ast.parse(script.read_text())
+    modules = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    allowed = _installed_by_first_command() | set(sys.stdlib_module_names)
+    missing = {m for m in modules if m.split(".")[0] not in allowed}
+    assert not missing, f"{script.name} imports {sorted(missing)}, which the README's first command does not install"

@@ -1,13 +1,14 @@
 """Every (algorithm, hessian, family) cell of the BONG space on scikit-learn's digits.
 
 One pass over 1,257 training rows (inputs / 16), MLP 64-H-10 (ReLU, H=5 by default,
-P = 385, so that the 32 O(P^3) full-covariance cells and their learning-rate searches
-finish in minutes on two cores), batch size 1, 540 rows held out. The learning rate of
-BLR, BOG and BBB is chosen per cell on a validation split of the training rows (first
-600 rows to learn, last 300 to score by log-loss); BONG takes its unit step. Each cell
-then makes one pass over all training rows and reports held-out accuracy and log-loss,
-steady-state time per observation (the final fit, which reuses the code the validation
-fits compiled) and compile time. Cells the registry rejects print the reason. Writes ``results/digits_grid.md`` and ``results/digits_grid.png``.
+P = 385, so that the 32 O(P^3) full-covariance cells and their searches finish on two
+cores), batch size 1, 540 rows held out. The prior scale sigma0 and the learning rate of
+each cell are chosen together on a validation split of the training rows with one
+vectorised sweep (``skbong.core.run_sweep``): learn the first 600 rows, score the next
+300 prequentially by log-loss; BONG takes its unit step, so only sigma0 varies there.
+Each cell then makes one pass over all training rows with the chosen pair and reports
+held-out accuracy and log-loss, whether the health test warned, and wall times. Cells
+the registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
     python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10]
 """
@@ -15,32 +16,58 @@ fits compiled) and compile time. Cells the registry rejects print the reason. Wr
 from __future__ import annotations
 
 import argparse
-import math
+import itertools
+import json
 import time
+import warnings
 
+import jax
 import numpy as np
+from joblib import Parallel, delayed
 from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
+from sklearn.utils import check_random_state
 
 from _report import RESULTS, markdown_table, write
 from skbong import BONGClassifier
-from skbong.core import ALGORITHMS, FAMILIES, HESSIANS, trace_count, undefined_reason
+from skbong.core import (
+    ALGORITHMS,
+    FAMILIES,
+    HESSIANS,
+    Hyperparameters,
+    MLPSpec,
+    PluginPredictive,
+    init_sweep,
+    make_config,
+    run_sweep,
+    undefined_reason,
+)
 
-SIGMA0 = 0.3
-#: Learning rates tried on the validation split; BONG has none (unit step, Eq. 5).
-LEARNING_RATES = {
+#: Prior scales tried on the validation split (those of ``sigma0="auto"`` above 0.01).
+SIGMA0S = (0.03, 0.1, 0.3, 1.0)
+#: Step sizes tried on the validation split. BONG has none (unit step, Eq. 5); BLR's
+#: natural-gradient step is scale-free. The plain-gradient algorithms' are given as the
+#: size ``eta`` of the step on the mean: on moment-like coordinates (fc_mom, diag_mom,
+#: dlr; Eqs. 307, 175) the mean moves by ``alpha g``, so ``alpha = eta``; on natural
+#: coordinates (fc, diag) by about ``alpha sigma^4 g`` (Eqs. 137-139, 220-222), so
+#: ``alpha = eta / sigma0^4`` and one grid of ``eta`` serves every prior scale.
+STEPS = {
     "bong": (1.0,),
     "blr": (1.0, 0.5, 0.1),
-    # Plain gradients in natural coordinates move the mean by about lr sigma^4 grad
-    # (Eqs. 112-113), so useful rates there reach far above 1.
-    "bog": (100.0, 10.0, 1.0, 0.1, 0.01, 0.001),
-    "bbb": (100.0, 10.0, 1.0, 0.1, 0.01, 0.001),
+    "bog": (0.3, 0.1, 0.03, 0.01, 0.001),
+    "bbb": (0.3, 0.1, 0.03, 0.01, 0.001),
 }
+NATURAL = ("fc", "diag")
 N_INNER = {"bong": 1, "blr": 2, "bog": 1, "bbb": 2}
-#: Validation split of the training rows: learn on the first N_LEARN, score the last N_VAL.
-N_LEARN, N_VAL = 600, 300
+#: Validation split of the training rows: learn the first N_LEARN, then score the next
+#: N_VAL prequentially (each predicted before it is learned).
+N_LEARN, N_VAL = 500, 250
+RANDOM_STATE = 0
+#: Pairs tried, best validation loss first, when a final fit raises.
+N_FALLBACK = 3
 
 
 def _data():
@@ -48,44 +75,60 @@ def _data():
     return train_test_split(X / 16.0, y, test_size=0.3, random_state=0, stratify=y)
 
 
-def _params(algorithm, hessian, family, hidden, learning_rate):
+def _params(algorithm, hessian, family, hidden, sigma0, learning_rate):
     return dict(
         hidden_layer_sizes=(hidden,),
         algorithm=algorithm,
         hessian=hessian,
         family=family,
-        sigma0=SIGMA0,
+        sigma0=sigma0,
         learning_rate=learning_rate,
         n_inner_steps=N_INNER[algorithm],
-        random_state=0,
+        # The rows in the order the validation sweep saw them (train_test_split shuffled them).
+        shuffle=False,
+        random_state=RANDOM_STATE,
     )
 
 
-def _validation_loss(params, X_learn, y_learn, X_val, y_val):
-    try:
-        est = BONGClassifier(**params).fit(X_learn, y_learn)
-    except FloatingPointError:
-        return math.inf
-    loss = log_loss(y_val, est.predict_proba(X_val), labels=np.arange(10))
-    return loss if np.isfinite(loss) else math.inf
+def candidate_pairs(algorithm, family):
+    """Every ``(sigma0, learning_rate)`` of the validation search of one cell."""
+    pairs = []
+    for sigma0, step in itertools.product(SIGMA0S, STEPS[algorithm]):
+        rate = step / sigma0**4 if algorithm in ("bog", "bbb") and family in NATURAL else step
+        if not (algorithm == "blr" and family == "dlr" and rate > 1):  # BONG Eq. 294 needs alpha <= 1
+            pairs.append((sigma0, rate))
+    return pairs
 
 
-def tune_learning_rate(algorithm, hessian, family, hidden, X_train, y_train):
-    """``(rate, seconds of the first validation fit)``: the rate of
-    ``LEARNING_RATES[algorithm]`` with the lowest validation log-loss (None if all diverge).
+def tune(algorithm, hessian, family, hidden, X_train, y_train):
+    """``(pairs, validation losses, seconds)`` of one cell, best pair first.
 
-    The first fit compiles the cell (the learning rate is a traced argument, so the other
-    rates and the final fit reuse the compiled code)."""
-    X_learn, X_val = X_train[:N_LEARN], X_train[-N_VAL:]
-    y_learn, y_val = y_train[:N_LEARN], y_train[-N_VAL:]
-    losses, first_fit_s = {}, None
-    for lr in LEARNING_RATES[algorithm]:
-        start = time.perf_counter()
-        losses[lr] = _validation_loss(_params(algorithm, hessian, family, hidden, lr), X_learn, y_learn, X_val, y_val)
-        if first_fit_s is None:
-            first_fit_s = time.perf_counter() - start
-    best = min(losses, key=losses.get)
-    return (best if np.isfinite(losses[best]) else None), first_fit_s
+    Every ``(sigma0, learning_rate)`` pair of :func:`candidate_pairs` is one member of a
+    single :func:`skbong.core.run_sweep` over the first ``N_LEARN + N_VAL`` training rows,
+    from the initial weights and Monte-Carlo key the estimator draws with
+    ``random_state=0``. A pair scores the plug-in log-loss of the last ``N_VAL`` rows,
+    each predicted before it was learned; a member whose posterior broke down scores
+    infinity.
+    """
+    pairs = candidate_pairs(algorithm, family)
+    sigma0 = np.array([s for s, _ in pairs], np.float32)
+    rate = np.array([lr for _, lr in pairs], np.float32)
+    n_rows = N_LEARN + N_VAL
+    X = np.asarray(X_train[:n_rows], np.float32)
+    Y = np.eye(10, dtype=np.float32)[y_train[:n_rows]]
+    spec = MLPSpec(X.shape[1], (hidden,), 10, "relu")
+    config = make_config(spec.apply, "categorical", family, 10, algorithm, hessian, N_INNER[algorithm])
+    # The seed the estimator draws from random_state for its initial weights and PRNG key.
+    seed = int(check_random_state(RANDOM_STATE).randint(np.iinfo(np.int32).max))
+    states = init_sweep(config.family, spec.init_params(seed).astype(np.float32), sigma0)
+    hypers = Hyperparameters(1.0, 1.0, 0.0, rate)
+    start = time.perf_counter()
+    states, log_prob, _ = run_sweep(config, states, X, Y, hypers, 1, jax.random.PRNGKey(seed), 0, PluginPredictive())
+    losses = -np.asarray(log_prob, np.float64)[:, N_LEARN:].mean(axis=1)
+    valid = np.asarray(jax.vmap(config.family.is_valid)(states))
+    losses = np.where(valid & np.isfinite(losses), losses, np.inf)
+    order = np.argsort(losses, kind="stable")
+    return [pairs[i] for i in order], losses[order], time.perf_counter() - start
 
 
 def run_cell(algorithm, hessian, family, data, hidden):
@@ -93,29 +136,44 @@ def run_cell(algorithm, hessian, family, data, hidden):
     if reason is not None:
         return {"status": "undefined", "reason": reason}
     X_train, X_test, y_train, y_test = data
-    lr, first_fit_s = tune_learning_rate(algorithm, hessian, family, hidden, X_train, y_train)
-    if lr is None:
-        return {"status": "diverged at every learning rate"}
-    traces = trace_count()
-    try:
-        start = time.perf_counter()
-        est = BONGClassifier(**_params(algorithm, hessian, family, hidden, lr)).fit(X_train, y_train)
-        fit_s = time.perf_counter() - start
-    except FloatingPointError:
-        return {"status": f"diverged (learning rate {lr})"}
-    recompiled = trace_count() != traces
-    proba = est.predict_proba(X_test)
-    ms_per_obs = 1e3 * fit_s / len(X_train)
-    return {
-        "status": "ok",
-        "learning_rate": lr,
-        "accuracy": est.score(X_test, y_test),
-        "log_loss": log_loss(y_test, proba, labels=est.classes_),
-        # The first validation fit = compilation + N_LEARN steps at the steady rate.
-        "compile_s": first_fit_s - 1e-3 * ms_per_obs * N_LEARN,
-        "ms_per_obs": ms_per_obs,
-        "recompiled": recompiled,
-    }
+    pairs, losses, tune_s = tune(algorithm, hessian, family, hidden, X_train, y_train)
+    n_finite = int(np.isfinite(losses).sum())
+    if n_finite == 0:
+        return {"status": "diverged at every sigma0 and learning rate", "tune_s": tune_s, "n_members": len(pairs)}
+    # A pair whose final fit on all training rows raises gives way to the next best.
+    for rank, (sigma0, lr) in enumerate(pairs[: min(N_FALLBACK, n_finite)]):
+        params = _params(algorithm, hessian, family, hidden, sigma0, lr)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                start = time.perf_counter()
+                est = BONGClassifier(**params).fit(X_train, y_train)
+                fit_s = time.perf_counter() - start
+        except FloatingPointError:
+            continue
+        proba = est.predict_proba(X_test)
+        return {
+            "status": "ok",
+            "sigma0": sigma0,
+            "learning_rate": lr,
+            "validation_rank": rank + 1,
+            "validation_loss": float(losses[rank]),
+            "accuracy": est.score(X_test, y_test),
+            "log_loss": log_loss(y_test, proba, labels=est.classes_),
+            "fit_s": fit_s,
+            "tune_s": tune_s,
+            "warned": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+            "n_members": len(pairs),
+        }
+    return {"status": f"final fit diverged at the {min(N_FALLBACK, n_finite)} best pairs", "tune_s": tune_s,
+            "n_members": len(pairs)}
+
+
+def _run_and_print(algorithm, hessian, family, data, hidden):
+    cell = run_cell(algorithm, hessian, family, data, hidden)
+    shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in cell.items()}
+    print(algorithm, hessian, family, shown, flush=True)
+    return cell
 
 
 def plot(cells, algorithms, hessians, families, path):
@@ -153,6 +211,7 @@ def main():
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS))
     parser.add_argument("--hessians", default=",".join(HESSIANS))
     parser.add_argument("--hidden", type=int, default=5)
+    parser.add_argument("--n-jobs", type=int, default=1, help="cells run in parallel processes (joblib)")
     args = parser.parse_args()
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
     data = _data()
@@ -162,32 +221,53 @@ def main():
     baseline = [["SGDClassifier(log_loss), one partial_fit pass", f"{sgd.score(X_test, y_test):.3f}",
                  f"{log_loss(y_test, sgd.predict_proba(X_test)):.3f}"]]
 
-    header = ["algorithm", "hessian", "family", "learning rate", "accuracy", "log-loss", "ms / obs", "compile s"]
-    rows, cells, reasons = [], {}, {}
-    for algorithm in algorithms:
-        for hessian in hessians:
-            for family in families:
-                cell = cells[(algorithm, hessian, family)] = run_cell(algorithm, hessian, family, data, args.hidden)
-                if cell["status"] == "ok":
-                    assert not cell["recompiled"], "the final fit recompiled"
-                    row = [algorithm, hessian, family, f"{cell['learning_rate']:g}", f"{cell['accuracy']:.3f}",
-                           f"{cell['log_loss']:.3f}", f"{cell['ms_per_obs']:.2f}", f"{cell['compile_s']:.1f}"]
-                else:
-                    if cell["status"] == "undefined":
-                        reasons[(algorithm, hessian, family)] = cell["reason"]
-                    row = [algorithm, hessian, family, cell["status"], "", "", "", ""]
-                rows.append(row)
-                print(" | ".join(row), flush=True)
+    header = ["algorithm", "hessian", "family", "sigma0", "learning rate", "accuracy", "log-loss",
+              "validation log-loss (rank)", "warned", "tuning s (members)", "fit s"]
+    keys = [(a, h, f) for a in algorithms for h in hessians for f in families]
+    # The full-covariance cells cost O(P^3) a step: start them first so the workers end together.
+    by_cost = sorted(keys, key=lambda key: not key[2].startswith("fc"))
+    results = Parallel(n_jobs=args.n_jobs)(delayed(_run_and_print)(*key, data, args.hidden) for key in by_cost)
+    cells = dict(zip(by_cost, results))
+    (RESULTS / "digits_grid.json").write_text(json.dumps({"-".join(k): v for k, v in cells.items()}, indent=1))
+    rows, reasons = [], {}
+    for key in keys:
+        cell = cells[key]
+        if cell["status"] == "ok":
+            rows.append([*key, f"{cell['sigma0']:g}", f"{cell['learning_rate']:.3g}", f"{cell['accuracy']:.3f}",
+                         f"{cell['log_loss']:.3f}", f"{cell['validation_loss']:.3f} ({cell['validation_rank']})",
+                         "yes" if cell["warned"] else "", f"{cell['tune_s']:.0f} ({cell['n_members']})",
+                         f"{cell['fit_s']:.1f}"])
+        else:
+            if cell["status"] == "undefined":
+                reasons[key] = cell["reason"]
+            rows.append([*key, cell["status"], "", "", "", "", "", "", ""])
+    defined = [c for c in cells.values() if c["status"] != "undefined"]
+    best = max((c["accuracy"] for c in defined if c["status"] == "ok"), default=float("nan"))
+    near = sum(c["status"] == "ok" and c["accuracy"] >= 0.9 * best for c in defined)
+    summary = (f"**{near} of {len(defined)} defined cells reach 90% of the best cell's accuracy "
+               f"({best:.3f}, threshold {0.9 * best:.3f}).**")
+    print(summary)
     reason_lines = "\n".join(f"- {'-'.join(key)}: {text}." for key, text in reasons.items())
     body = (
         f"One pass over digits (1,257 train / 540 test, inputs / 16), MLP 64-{args.hidden}-10 ReLU, "
-        f"batch size 1, sigma0 = {SIGMA0}, inner steps {N_INNER}, 10 Monte-Carlo draws, random_state=0. "
-        f"The learning rate of each BLR/BOG/BBB cell is the one of {LEARNING_RATES} with the lowest "
-        f"log-loss on a validation split of the training rows (learn on the first {N_LEARN}, score the "
-        f"last {N_VAL}); 'diverged' means every rate made the posterior invalid (the estimator raises "
-        "FloatingPointError). Time per observation is the wall time of the final one-pass fit divided by "
-        "1,257 (the validation fits compiled the code; the script asserts the final fit did not "
-        f"recompile); compile time is the first validation fit minus {N_LEARN} steps at that rate.\n\n"
+        f"batch size 1, inner steps {N_INNER}, 10 Monte-Carlo draws, random_state={RANDOM_STATE}, "
+        "default options otherwise (diagonal families: the Kalman step). "
+        "sigma0 and the learning rate of each cell are the pair with the lowest plug-in log-loss on a "
+        f"validation split of the training rows: one `run_sweep` over the first {N_LEARN + N_VAL} training rows "
+        f"with every pair as a member, scored on the last {N_VAL} of them, each predicted before it was learned "
+        f"(the test rows are never used to choose). Pairs: sigma0 in {SIGMA0S} x step in {STEPS}; for BOG and "
+        "BBB on natural coordinates (fc, diag) the learning rate is step / sigma0^4, so that the mean moves by "
+        "about step x gradient on every family (Eqs. 137-139, 220-222 against 175, 307). The cell then "
+        "makes one pass over all training rows, in the same order (`shuffle=False`), with `BONGClassifier` "
+        "at that pair; if that fit raises, the "
+        f"next best pair is tried (up to {N_FALLBACK}; the rank is in brackets after the validation loss). "
+        "'diverged' means every pair made the posterior invalid; 'warned' that the final fit emitted a "
+        "ConvergenceWarning. Tuning s is the sweep's wall time (members in brackets), fit s the final fit's; "
+        f"both include compilation, and the cells ran in {args.n_jobs} parallel process(es), so they are "
+        "indicative only. The grid before this protocol (sigma0 fixed at 0.3, learning rate alone tuned, "
+        "projected diagonal step) is in `digits_grid_before.md`.\n\n"
+        + summary
+        + "\n\n"
         + markdown_table(["baseline", "accuracy", "log-loss"], baseline)
         + "\n\n"
         + markdown_table(header, rows)

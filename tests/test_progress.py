@@ -65,7 +65,9 @@ def test_verbose_prints_a_line_per_chunk_while_fitting(digits, capsys):
     X, y = digits
     BONGClassifier(hidden_layer_sizes=(8,), random_state=0, verbose=1).fit(X, y)
     lines = capsys.readouterr().out.strip().splitlines()
-    pattern = re.compile(r"\[BONGClassifier\] pass 1: (\d+)/1200 rows, \d+ rows/s, [\d.]+ s, prequential log-loss [\d.]+")
+    pattern = re.compile(
+        r"\[BONGClassifier\] pass 1: (\d+)/1200 rows, \d+ rows/s, [\d.]+ s, prequential log-loss [\d.]+"
+    )
     done = [int(pattern.fullmatch(line).group(1)) for line in lines]
     assert done == [512, 1024, 1200]
     BONGClassifier(hidden_layer_sizes=(8,), random_state=0).fit(X, y)

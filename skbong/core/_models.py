@@ -39,12 +39,17 @@ class MLP(nnx.Module):
         self.layers = nnx.List(
             [nnx.Linear(n_in, n_out, rngs=rngs) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
         )
-        self.activation = ACTIVATIONS[activation]
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}.")
+        # The name, not the function: the module then pickles, and its graph definition
+        # is equal across copies (scikit-learn's clone deep-copies parameters).
+        self.activation = activation
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """Outputs ``(B, sizes[-1])`` of a batch ``x`` ``(B, sizes[0])``."""
+        activation = ACTIVATIONS[self.activation]
         for layer in self.layers[:-1]:
-            x = self.activation(layer(x))
+            x = activation(layer(x))
         return self.layers[-1](x)
 
 

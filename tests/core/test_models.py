@@ -1,4 +1,8 @@
-"""Model helpers: PatchConv against flax's own convolution, flatten_module's two cuts."""
+"""Model helpers: PatchConv against flax's own convolution, flatten_module's two cuts,
+the MLP module's pickling and copies."""
+
+import copy
+import pickle
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from skbong.core import PatchConv, flatten_module
+from skbong.core import MLP, PatchConv, flatten_module
 
 
 @pytest.mark.parametrize(
@@ -62,3 +66,19 @@ def test_flatten_module_split_changes_nothing_but_the_cut(x64):
     # In true float32: JAX's default precision runs float32 products on TF32 units on a GPU.
     with jax.default_matmul_precision("highest"):
         np.testing.assert_allclose(by_split(theta, x), module(x.astype(jnp.float32)), rtol=1e-5)
+
+
+def test_mlp_pickles_and_its_structure_survives_copies():
+    """The MLP module keeps its activation by name: it pickles with its weights, and a
+    deep copy (what scikit-learn's clone does to a parameter) has an equal graph
+    definition, so code compiled for one serves the other."""
+    module = MLP((3, 4, 2), "tanh", nnx.Rngs(0))
+    x = jnp.ones((2, 3))
+    loaded = pickle.loads(pickle.dumps(module))
+    np.testing.assert_array_equal(loaded(x), module(x))
+    graphdef = nnx.split(module)[0]
+    assert nnx.split(copy.deepcopy(module))[0] == graphdef
+    assert nnx.split(loaded)[0] == graphdef
+    assert nnx.split(MLP((3, 4, 2), "relu", nnx.Rngs(0)))[0] != graphdef
+    with pytest.raises(ValueError, match="activation must be one of"):
+        MLP((3, 2), "swish", nnx.Rngs(0))

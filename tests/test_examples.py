@@ -36,7 +36,8 @@ _IMPORT_NAME = {"scikit-learn": "sklearn"}
 def _installed_by_first_command() -> set[str]:
     """Top-level modules of skbong's dependencies plus its ``examples`` extra."""
     import re
-    import tomllib
+
+    tomllib = pytest.importorskip("tomllib")  # the standard library from Python 3.11
 
     project = tomllib.loads((EXAMPLES[0].parents[1] / "pyproject.toml").read_text())["project"]
     requirements = project["dependencies"] + project["optional-dependencies"]["examples"]

@@ -122,6 +122,23 @@ def test_zero_weight_rows_are_removed_rows(family):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_monte_carlo_draws_follow_the_position_of_a_row_whatever_the_weights():
+    """MC-EF with rows of weight zero: one partial_fit call and the same stream cut into
+    three calls give the same posterior (a row's draws depend on its position only)."""
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(1).permutation(len(y))
+    X, y = X[order] / 8, y[order]
+    weights = np.ones(len(y))
+    weights[[2, 3, 40, 41, 42]] = 0.0
+    params = dict(hidden_layer_sizes=(4,), hessian="mc_ef", n_mc_samples=3, dtype="float64", random_state=0)
+    whole = BONGClassifier(**params).partial_fit(X, y, classes=[0, 1, 2], sample_weight=weights)
+    pieces = BONGClassifier(**params)
+    for rows in (slice(0, 5), slice(5, 41), slice(41, None)):
+        pieces.partial_fit(X[rows], y[rows], classes=[0, 1, 2], sample_weight=weights[rows])
+    for a, b in zip(_leaves(whole.posterior_), _leaves(pieces.posterior_)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
 def test_class_weight_multiplies_the_sample_weight():
     """``class_weight`` acts as the sample weight of each row's class, times any
     ``sample_weight``, in fit and partial_fit; 'balanced' follows scikit-learn's formula."""

@@ -183,10 +183,11 @@ def _scan_stream(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparam
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, hyper.obs_noise, record_key)
             out = (predictive.log_prob(y), predictive.mean)
         # Steps without a row of positive weight (padding, or rows of weight zero) leave
-        # the belief untouched, predict step included.
-        used = m > 0
-        state = jax.lax.cond(jnp.any(used), update, lambda p, *_: state, prior, x, y, m, step_key)
-        return (state, t + jnp.sum(used, dtype=t.dtype)), out
+        # the belief untouched, predict step included. Every row counts towards t, weighed
+        # or not, so a row's draws depend on its position alone (padding only ever ends a
+        # call, so counting it changes no later key).
+        state = jax.lax.cond(jnp.any(m > 0), update, lambda p, *_: state, prior, x, y, m, step_key)
+        return (state, t + jnp.asarray(m.shape[0], t.dtype)), out
 
     (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, weights))
     return state, out

@@ -229,7 +229,8 @@ class _Progress:
 
     The log-loss is the running mean of ``-log p(y_t | x_t, D_{<t})`` over the pass's rows
     so far: the prequential record (for a sweep, the model average over the members, as
-    ``sigma0="auto"`` predicts), shifted by ``unit_shift`` into the user's units.
+    ``sigma0="auto"`` predicts), shifted by ``unit_shift`` into the user's units. For a
+    sweep the averaged chunks are kept: :meth:`model_average` returns the pass's.
     """
 
     def __init__(self, name, pass_index, n_seen, n_rows, evidence, unit_shift, verbose, history):
@@ -237,13 +238,15 @@ class _Progress:
         self.evidence = None if evidence is None else np.array(evidence, np.float64)
         self.unit_shift, self.verbose, self.history = unit_shift, verbose, history
         self.loss_sum = 0.0
+        self.averaged = []
         self.start = time.perf_counter()
 
     def __call__(self, n_done: int, records) -> None:
         seconds = time.perf_counter() - self.start
         log_prob, prediction = records
         if self.evidence is not None:
-            log_prob, _, self.evidence = _average_over_members(self.evidence, log_prob, prediction)
+            log_prob, prediction, self.evidence = _average_over_members(self.evidence, log_prob, prediction)
+            self.averaged.append((log_prob, prediction))
         self.loss_sum -= float(np.sum(np.asarray(log_prob, np.float64))) - self.unit_shift * len(log_prob)
         entry = {
             "pass": self.pass_index,
@@ -260,6 +263,12 @@ class _Progress:
                 f"prequential log-loss {entry['log_loss']:.4f}",
                 flush=True,
             )
+
+    def model_average(self):
+        """``(log_prob, prediction, evidence)`` of :func:`_average_over_members` over the
+        whole pass, from the chunks averaged so far."""
+        log_probs, predictions = zip(*self.averaged)
+        return np.concatenate(log_probs), np.concatenate(predictions), self.evidence
 
 
 class _BaseBONG(BaseEstimator):
@@ -562,8 +571,8 @@ class _BaseBONG(BaseEstimator):
                     sample_weight=ws, callback=progress,
                 )
                 state, log_prob, prediction = out
-                if grid is not None:
-                    log_prob, prediction, evidence = _average_over_members(evidence, log_prob, prediction)
+                if grid is not None:  # averaged chunk by chunk as the pass ran
+                    log_prob, prediction, evidence = progress.model_average()
                 log_probs.append(log_prob)
                 predictions.append(prediction)
                 health = update_health(health, self._likelihood, ys, log_prob, prediction)

@@ -15,6 +15,7 @@ from numbers import Integral, Real
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -30,8 +31,9 @@ from .core import (
     DIAG_STEPS,
     FAMILIES,
     HESSIANS,
+    MLP,
     Hyperparameters,
-    MLPSpec,
+    ModuleSpec,
     PREDICTIVES,
     PluginPredictive,
     make_config,
@@ -41,6 +43,8 @@ from .core import (
     predict_distribution,
     run_filter,
     run_sweep,
+    has_convolution,
+    module_params,
     sample_posterior,
 )
 
@@ -63,11 +67,27 @@ _HISTORY_DOC = """\
 """
 
 _SHARED_PARAMS_DOC = """
+    model : flax.nnx.Module, callable or None, default=None
+        The network ``f(theta, x)`` whose weights ``theta`` get the Gaussian posterior.
+        None: the built-in :class:`~skbong.core.MLP` of ``hidden_layer_sizes`` and
+        ``activation``. A flax NNX module instance: its current weights (its
+        ``nnx.Param`` variables) are the prior mean; it maps a batch ``(B,
+        n_features)`` to ``(B, n_outputs)`` (it may reshape ``x`` inside, e.g. to
+        images for a CNN) and must hold no other state (no BatchNorm statistics or
+        RNG streams). ``fit`` checks its widths and never changes it. A callable
+        ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
+        factory, built at ``fit`` with ``rngs = nnx.Rngs(seed)`` drawn from
+        ``random_state`` (what a search or ``check_estimator`` needs, since the widths
+        come from the data). ``n_outputs`` is the number of classes (logits, also for
+        two classes) or of regression targets. Networks of equal structure share
+        compiled code: clones, a ``GridSearchCV`` over ``sigma0`` and pickled copies
+        never recompile. A network with convolutions cuts its flat weights with one
+        split (:func:`~skbong.core.flatten_module`), which speeds up its Jacobians.
     hidden_layer_sizes : tuple of int, default=(50,)
         Widths of the hidden layers of the MLP; ``()`` gives a linear (regressor) or
-        multinomial logistic (classifier) model.
+        multinomial logistic (classifier) model. Ignored when ``model`` is given.
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
-        Hidden-layer activation.
+        Hidden-layer activation. Ignored when ``model`` is given.
     family : {"fc", "fc_mom", "diag", "diag_mom", "dlr"}, default="dlr"
         Gaussian family of the posterior (BONG paper Sec. 3): full covariance in natural
         ("fc") or moment ("fc_mom") parameters, diagonal in natural ("diag") or moment
@@ -154,8 +174,8 @@ _SHARED_PARAMS_DOC = """
         JAX setting is never changed. Inputs whose squares exceed its range (``|x|`` above
         about ``1.8e19`` in float32) are refused by ``fit`` and ``partial_fit``.
 
-    ``hidden_layer_sizes``, ``activation``, ``family``, ``rank`` and ``dtype`` fix the
-    structure of the posterior: changing one after fitting makes ``partial_fit`` and the
+    ``model`` (its structure, not its weights), ``hidden_layer_sizes``, ``activation``,
+    ``family``, ``rank`` and ``dtype`` fix the structure of the posterior: changing one after fitting makes ``partial_fit`` and the
     prediction methods raise ``ValueError`` until ``fit`` is called again. The continuous
     hyperparameters may change between ``partial_fit`` calls (``sigma0`` acts only in
     ``fit`` and on the first ``partial_fit`` call: later calls go on with the scales
@@ -275,6 +295,7 @@ class _BaseBONG(BaseEstimator):
     """Shared machinery of :class:`BONGClassifier` and :class:`BONGRegressor`."""
 
     _parameter_constraints: dict = {
+        "model": [None, callable],
         "hidden_layer_sizes": [tuple, list],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "family": [StrOptions(set(FAMILIES))],
@@ -301,6 +322,7 @@ class _BaseBONG(BaseEstimator):
 
     def __init__(
         self,
+        model=None,
         hidden_layer_sizes=(50,),
         activation="relu",
         family="dlr",
@@ -322,6 +344,7 @@ class _BaseBONG(BaseEstimator):
         verbose=0,
         dtype="float32",
     ):
+        self.model = model
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
         self.family = family
@@ -392,8 +415,53 @@ class _BaseBONG(BaseEstimator):
             raise ValueError(f"hidden_layer_sizes must hold positive integers, got {sizes!r}.")
         return tuple(int(h) for h in sizes)
 
-    def _model_spec(self, n_features: int, n_outputs: int) -> MLPSpec:
-        return MLPSpec(n_features, self._hidden_layer_sizes(), n_outputs, self.activation)
+    def _build_model(self, n_features: int, n_outputs: int, seed: int) -> tuple[ModuleSpec, np.ndarray]:
+        """The network's structure and its initial weights (the prior mean), checked to map
+        ``(B, n_features)`` inputs to ``(B, n_outputs)``."""
+        if self.model is None:
+            sizes = (n_features, *self._hidden_layer_sizes(), n_outputs)
+            module = MLP(sizes, self.activation, nnx.Rngs(seed))
+        elif isinstance(self.model, nnx.Module):
+            module = self.model
+        else:
+            module = self.model(n_features, n_outputs, rngs=nnx.Rngs(seed))
+            if not isinstance(module, nnx.Module):
+                raise TypeError(
+                    "model must be a flax.nnx.Module or a callable model(n_features, n_outputs, rngs=rngs) "
+                    f"that returns one; it returned {type(module).__name__}."
+                )
+        spec = ModuleSpec.of(module, split=has_convolution(module))
+        prior_mean = np.asarray(module_params(module))
+        if prior_mean.dtype.kind != "f":
+            raise TypeError(f"The model's weights must be floating point, got {prior_mean.dtype}.")
+        what = "model" if self.model is not None else "the MLP"
+        try:
+            out = jax.eval_shape(
+                spec.apply,
+                jax.ShapeDtypeStruct(prior_mean.shape, prior_mean.dtype),
+                jax.ShapeDtypeStruct((2, n_features), prior_mean.dtype),
+            )
+        except Exception as error:
+            raise ValueError(
+                f"{what} cannot be applied to a batch of shape (B, {n_features}) (X has {n_features} "
+                f"features): {type(error).__name__}: {error}"
+            ) from error
+        if out.shape != (2, n_outputs):
+            unit = "one logit per class" if self._likelihood == "categorical" else "one output per target"
+            raise ValueError(
+                f"{what} maps a batch of shape (2, {n_features}) to {out.shape}; it must give "
+                f"(2, {n_outputs}): {unit}."
+            )
+        return spec, prior_mean
+
+    def _model_structure(self):
+        """What identifies ``model``'s structure: None (the MLP), a module's
+        :class:`ModuleSpec`, or the factory itself."""
+        if not isinstance(self.model, nnx.Module):
+            return self.model
+        if self.model is self.__dict__.get("_fitted_model"):  # no split per prediction
+            return self._fitted_structure["model"]
+        return ModuleSpec.of(self.model, split=has_convolution(self.model))
 
     def _rank(self, n_params: int) -> int:
         # DLR of rank R >= P is a full precision matrix; a larger R only costs more.
@@ -401,9 +469,11 @@ class _BaseBONG(BaseEstimator):
 
     def _structure(self, n_params: int) -> dict:
         """The parameters that shape the posterior and the network, as used."""
+        builtin = self.model is None
         return {
-            "hidden_layer_sizes": self._hidden_layer_sizes(),
-            "activation": self.activation,
+            "model": self._model_structure(),
+            "hidden_layer_sizes": self._hidden_layer_sizes() if builtin else None,
+            "activation": self.activation if builtin else None,
             "family": self.family,
             "rank": self._rank(n_params) if self.family == "dlr" else None,
             "dtype": self.dtype,
@@ -413,14 +483,19 @@ class _BaseBONG(BaseEstimator):
         """Refuse to use a posterior whose structure the parameters no longer describe."""
         current = self._structure(self._spec.n_params)
         for name, fitted in self._fitted_structure.items():
-            if current[name] != fitted:
+            if current.get(name) != fitted:
+                values = (
+                    "a network of another structure"
+                    if name == "model"
+                    else f"fitted with {fitted!r}, now {current.get(name)!r}"
+                )
                 raise ValueError(
-                    f"{name} changed since the posterior was fitted (fitted with {fitted!r}, "
-                    f"now {current[name]!r}): that posterior has another structure. Call fit "
-                    "to start from the prior with the new value, or set it back."
+                    f"{name} changed since the posterior was fitted ({values}): that posterior "
+                    "has another structure. Call fit to start from the prior with the new value, "
+                    "or set it back."
                 )
 
-    def _config(self, spec: MLPSpec):
+    def _config(self, spec: ModuleSpec):
         # make_config raises a clear ValueError for combinations that are not available.
         if self.algorithm == "blr" and self.family == "dlr" and self.learning_rate > 1:
             raise ValueError(
@@ -499,10 +574,14 @@ class _BaseBONG(BaseEstimator):
         tempers each row's likelihood.
         """
         rng = check_random_state(self.random_state)
-        n_features = X.shape[1]
-        spec = self._model_spec(n_features, Y.shape[1])
-        if not reset:
+        if reset:
+            seed = int(rng.randint(np.iinfo(np.int32).max))
+            with _x64_scope(self.dtype):
+                spec, prior_mean = self._build_model(X.shape[1], Y.shape[1], seed)
+            prior_mean = prior_mean.astype(self.dtype)
+        else:
             self._check_structure()
+            seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
         if self.family == "dlr" and self.rank >= spec.n_params:
             warnings.warn(
                 f"rank={self.rank} is at least the number of weights P={spec.n_params}: a "
@@ -525,8 +604,6 @@ class _BaseBONG(BaseEstimator):
         with _x64_scope(self.dtype):
             config = self._config(spec)
             if reset:
-                seed = int(rng.randint(np.iinfo(np.int32).max))
-                prior_mean = np.asarray(spec.init_params(seed), self.dtype)
                 mean0 = jnp.asarray(prior_mean)
                 grid = self._sigma0_grid()
                 if grid is None:
@@ -536,11 +613,6 @@ class _BaseBONG(BaseEstimator):
                 evidence = np.zeros(1 if grid is None else grid.size)
                 n_seen = 0
             else:
-                seed = self._seed
-                # Kept from fit: drawing the initial weights again costs ~4 ms per call (P = 40k).
-                prior_mean = getattr(self, "_prior_mean", None)
-                if prior_mean is None:  # a model pickled before the prior mean was kept
-                    prior_mean = np.asarray(spec.init_params(seed), self.dtype)
                 grid = self.sigma0_grid_ if hasattr(self, "_members") else None
                 state = jax.tree_util.tree_map(jnp.asarray, self.posterior_ if grid is None else self._members)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
@@ -649,7 +721,12 @@ class _BaseBONG(BaseEstimator):
                 prediction = np.concatenate([previous, prediction])
         self._seed = seed
         self._spec = spec
-        self._fitted_structure = self._structure(spec.n_params)
+        if reset:  # partial_fit checked that the structure is unchanged
+            self._fitted_structure = {
+                **self._structure(spec.n_params),
+                "model": spec if isinstance(self.model, nnx.Module) else self.model,
+            }
+            self._fitted_model = self.model
         self.posterior_ = state
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
@@ -880,6 +957,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         self,
         predictive="plugin",
         n_predictive_samples=100,
+        model=None,
         hidden_layer_sizes=(50,),
         activation="relu",
         family="dlr",
@@ -903,6 +981,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         class_weight=None,
     ):
         super().__init__(
+            model=model,
             hidden_layer_sizes=hidden_layer_sizes,
             activation=activation,
             family=family,
@@ -1218,6 +1297,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     def __init__(
         self,
         obs_noise="auto",
+        model=None,
         hidden_layer_sizes=(50,),
         activation="relu",
         family="dlr",
@@ -1240,6 +1320,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         dtype="float32",
     ):
         super().__init__(
+            model=model,
             hidden_layer_sizes=hidden_layer_sizes,
             activation=activation,
             family=family,

@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skbong import BONGClassifier, BONGRegressor
 from skbong._health import BURN_IN, HORIZON, MIN_OBSERVATIONS, new_health, update_health
+from skbong.core import MLPSpec
 
 
 def _slow_scores(likelihood, Y, model):
@@ -126,7 +127,7 @@ def test_a_prior_at_odds_with_the_inputs_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data"):
         clf = BONGClassifier(hidden_layer_sizes=(16,), random_state=0).fit(X, y)
-    np.testing.assert_array_equal(clf._prior_mean, clf._spec.init_params(clf._seed).astype(np.float32))
+    np.testing.assert_array_equal(clf._prior_mean, MLPSpec(64, (16,), 10, "relu").init_params(clf._seed).astype(np.float32))
 
 
 def test_a_healthy_fit_is_silent(digits):

@@ -4,6 +4,7 @@ import jax
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from networks import FeatureConv  # noqa: E402 (tests/networks.py)
 from skbong import BONGClassifier, BONGRegressor
 
 # The diagonal and moment-parameter steps are stable only while the prior predictive
@@ -119,6 +120,9 @@ def _estimators():
     yield BONGClassifier(predictive="probit", rank=3, random_state=0)
     yield BONGClassifier(predictive="linearized_mc", n_predictive_samples=16, rank=3, random_state=0)
     yield BONGRegressor(prequential=True, rank=3, random_state=0)
+    # A custom flax network (issue 20), built by its factory from the data's widths.
+    for cls in (BONGClassifier, BONGRegressor):
+        yield cls(model=FeatureConv, rank=3, random_state=0)
 
 
 def _expected_failures(estimator):

@@ -71,7 +71,7 @@ from ._filter import (
     update_step,
 )
 from ._likelihoods import Categorical, Gaussian
-from ._models import ACTIVATIONS, MLP, MLPSpec, PatchConv, flatten_module
+from ._models import ACTIVATIONS, MLP, MLPSpec, ModuleSpec, PatchConv, flatten_module, has_convolution, module_params
 from ._predictive import (
     CategoricalPredictive,
     GaussianPredictive,
@@ -115,6 +115,7 @@ __all__ = [
     "LowRankCurvature",
     "MLP",
     "MLPSpec",
+    "ModuleSpec",
     "MonteCarloEF",
     "MonteCarloHessian",
     "PatchConv",
@@ -125,6 +126,8 @@ __all__ = [
     "apply_rule",
     "filter_posterior",
     "flatten_module",
+    "has_convolution",
+    "module_params",
     "make_config",
     "predict_at",
     "predict_distribution",

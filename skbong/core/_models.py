@@ -12,7 +12,7 @@ import numpy as np
 from flax import nnx
 from jax.flatten_util import ravel_pytree
 
-__all__ = ["ACTIVATIONS", "MLP", "MLPSpec", "PatchConv", "flatten_module"]
+__all__ = ["ACTIVATIONS", "MLP", "MLPSpec", "ModuleSpec", "PatchConv", "flatten_module", "has_convolution", "module_params"]
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "identity": lambda x: x,
@@ -110,14 +110,17 @@ class PatchConv(nnx.Conv):
 def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], jax.Array]:
     """Turn a flax NNX module into ``(apply, params_flat)`` with ``apply(params_flat, x)`` pure.
 
-    ``apply`` computes in the dtype of ``params_flat`` (float32 or float64), whatever the
-    dtype the module was initialised in. Each call returns a new ``apply`` function, and
-    the filter's compiled code is cached per function: call this once per module and
-    reuse ``apply``, or every run compiles again.
+    ``params_flat`` holds the module's ``nnx.Param`` variables, raveled in the order of
+    its state. ``apply`` computes in the dtype of ``params_flat`` (float32 or float64),
+    whatever the dtype the module was initialised in. Modules of equal structure (see
+    :class:`ModuleSpec`) get the same ``apply`` object, so the filter's compiled code,
+    which is cached per function, is shared between them.
 
     Parameters
     ----------
     module : flax.nnx.Module
+        Its only state must be ``nnx.Param`` variables (no batch statistics or RNG
+        streams: the filter has no way to update them).
     split : bool, default=False
         How ``apply`` cuts ``params_flat`` into the module's arrays: one slice per array
         (default), whose gradients are zero-padded to ``P`` and summed, or one
@@ -128,30 +131,102 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
         convolutions (the MNIST CNN with :class:`PatchConv`: DIAG 5.6 -> 2.9 ms, DLR-10
         12 -> 9.5 ms).
     """
-    graphdef, params = nnx.split(module)
-    return _pure_apply(graphdef, params, split), ravel_pytree(params)[0]
+    spec = ModuleSpec.of(module, split)
+    return spec.apply, module_params(module)
 
 
-def _pure_apply(graphdef, params, split: bool = False) -> Callable[[jax.Array, jax.Array], jax.Array]:
-    leaves, treedef = jax.tree_util.tree_flatten(params)
-    shapes = [leaf.shape for leaf in leaves]
-    offsets = np.cumsum([0] + [int(np.prod(shape)) for shape in shapes])
+def module_params(module: nnx.Module) -> jax.Array:
+    """The module's ``nnx.Param`` variables raveled into one vector (``ModuleSpec``'s order)."""
+    _, params, _ = nnx.split(module, nnx.Param, ...)
+    return ravel_pytree(params)[0]
+
+
+def has_convolution(module: nnx.Module) -> bool:
+    """Whether ``module`` contains an ``nnx.Conv`` (which favours ``split=True``)."""
+    return any(isinstance(node, nnx.Conv) for _, node in nnx.iter_graph(module))
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """Structure of an NNX module: what its pure ``apply`` depends on, as a hashable value.
+
+    Two modules with equal graph definitions (layer types and static attributes) and
+    equal weight shapes give equal specs, whatever their weights, and equal specs share
+    one ``apply`` object and with it the filter's compiled code: a clone, a deep copy,
+    a pickled and loaded copy, or the same network initialised from another seed.
+
+    Parameters
+    ----------
+    graphdef : flax.nnx.GraphDef
+        The module without its state (``nnx.split``).
+    treedef : jax.tree_util.PyTreeDef
+        Structure of its ``nnx.Param`` state.
+    shapes : tuple of tuple of int
+        Shape of each parameter array, in the order of ``treedef``'s leaves.
+    split : bool
+        How ``apply`` cuts the flat vector (see :func:`flatten_module`).
+    """
+
+    graphdef: nnx.GraphDef
+    treedef: jax.tree_util.PyTreeDef
+    shapes: tuple[tuple[int, ...], ...]
+    split: bool = False
+
+    @classmethod
+    def of(cls, module: nnx.Module, split: bool = False) -> "ModuleSpec":
+        """The spec of ``module``; raises ``ValueError`` if it holds state besides ``nnx.Param``."""
+        graphdef, params, rest = nnx.split(module, nnx.Param, ...)
+        others = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(rest)]
+        if others:
+            raise ValueError(
+                f"The module holds state that is not an nnx.Param: {', '.join(others[:5])}"
+                f"{' ...' if len(others) > 5 else ''}. The filter keeps a posterior over the "
+                "nnx.Param weights only and cannot update batch statistics or random streams: "
+                "build the module without them (e.g. no BatchNorm; Dropout without rngs)."
+            )
+        leaves, treedef = jax.tree_util.tree_flatten(params)
+        return cls(graphdef, treedef, tuple(tuple(int(d) for d in leaf.shape) for leaf in leaves), bool(split))
+
+    @property
+    def apply(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        """The pure ``apply(params_flat, x)``; the same object for equal specs."""
+        try:
+            return _cached_apply(self)
+        except TypeError:  # a static attribute of the module is not hashable
+            return _pure_apply(self)
+
+    @property
+    def n_params(self) -> int:
+        """Number of parameters ``P``."""
+        return int(sum(np.prod(shape, dtype=np.int64) for shape in self.shapes))
+
+
+def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    offsets = np.cumsum([0] + [int(np.prod(shape)) for shape in spec.shapes])
 
     def apply(params_flat: jax.Array, x: jax.Array) -> jax.Array:
-        if split:
+        if spec.split:
             flat_pieces = jnp.split(params_flat, offsets[1:-1])
         else:
             flat_pieces = [params_flat[start:stop] for start, stop in zip(offsets[:-1], offsets[1:])]
-        pieces = [piece.reshape(shape) for piece, shape in zip(flat_pieces, shapes)]
-        state = jax.tree_util.tree_unflatten(treedef, pieces)
-        return nnx.merge(graphdef, state)(x.astype(params_flat.dtype))
+        pieces = [piece.reshape(shape) for piece, shape in zip(flat_pieces, spec.shapes)]
+        state = jax.tree_util.tree_unflatten(spec.treedef, pieces)
+        return nnx.merge(spec.graphdef, state)(x.astype(params_flat.dtype))
 
     return apply
+
+
+@lru_cache(maxsize=256)
+def _cached_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    return _pure_apply(spec)
 
 
 @dataclass(frozen=True)
 class MLPSpec:
     """Structure of an MLP: the hashable description from which it is rebuilt.
+
+    A shortcut for core users and tests; the estimators build the same :class:`MLP`
+    through :class:`ModuleSpec`, so equal MLPs share one ``apply`` either way.
 
     Parameters
     ----------
@@ -171,26 +246,27 @@ class MLPSpec:
     @property
     def apply(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
         """The pure ``apply(params_flat, x)``; the same object for equal specs."""
-        return _build(self)[0]
+        return self.module_spec.apply
 
     def init_params(self, seed: int) -> np.ndarray:
         """Initial mean: LeCun-normal weights, zero biases, drawn from ``seed``."""
-        module = MLP(self._sizes, self.activation, nnx.Rngs(seed))
-        return np.asarray(flatten_module(module)[1])
+        return np.asarray(module_params(self.build(nnx.Rngs(seed))))
+
+    def build(self, rngs: nnx.Rngs) -> MLP:
+        """The :class:`MLP` with weights drawn from ``rngs``."""
+        return MLP((self.n_inputs, *self.hidden_layer_sizes, self.n_outputs), self.activation, rngs)
+
+    @property
+    def module_spec(self) -> ModuleSpec:
+        """The :class:`ModuleSpec` of this MLP."""
+        return _mlp_module_spec(self)
 
     @property
     def n_params(self) -> int:
         """Number of parameters ``P``."""
-        return int(_build(self)[1])
-
-    @property
-    def _sizes(self) -> tuple[int, ...]:
-        return (self.n_inputs, *self.hidden_layer_sizes, self.n_outputs)
+        return self.module_spec.n_params
 
 
 @lru_cache(maxsize=None)
-def _build(spec: MLPSpec) -> tuple[Callable[[jax.Array, jax.Array], jax.Array], int]:
-    module = nnx.eval_shape(lambda: MLP(spec._sizes, spec.activation, nnx.Rngs(0)))
-    graphdef, params = nnx.split(module)
-    n_params = sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params))
-    return _pure_apply(graphdef, params), n_params
+def _mlp_module_spec(spec: MLPSpec) -> ModuleSpec:
+    return ModuleSpec.of(nnx.eval_shape(lambda: spec.build(nnx.Rngs(0))))

@@ -1,0 +1,180 @@
+"""``model=``: any flax NNX network inside the estimators (issue 20 item 1).
+
+The built-in MLP is one such network, so the estimator with ``model=None`` must equal
+the estimator given the same MLP; a custom network must get every feature the MLP gets.
+"""
+
+import copy
+import io
+import pickle
+
+import jax
+import jax.numpy as jnp
+import joblib
+import numpy as np
+import pytest
+from flax import nnx
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.model_selection import GridSearchCV
+
+from networks import FeatureConv, ImageCNN  # noqa: E402 (tests/networks.py)
+from skbong import BONGClassifier, BONGRegressor
+from skbong.core import MLP, module_params, trace_count
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X / 16, y
+
+
+def _mlp_factory(n_features, n_outputs, *, rngs):
+    return MLP((n_features, 8, n_outputs), "tanh", rngs)
+
+
+def _weights(module):
+    return np.asarray(module_params(module)).copy()
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
+def test_builtin_mlp_is_the_same_network_given_as_a_factory(make, digits):
+    X, y = digits[0][:200], digits[1][:200]
+    builtin = make(hidden_layer_sizes=(8,), activation="tanh", random_state=3).fit(X, y)
+    custom = make(model=_mlp_factory, random_state=3).fit(X, y)
+    for a, b in zip(builtin.posterior_, custom.posterior_):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(builtin.predict(X), custom.predict(X))
+
+
+def test_instance_weights_are_the_prior_mean_and_are_never_changed(digits):
+    X, y = digits
+    module = ImageCNN(rngs=nnx.Rngs(0))
+    before = _weights(module)
+    # A prior this narrow keeps the posterior mean at the prior mean: the estimator must
+    # then predict what the module itself predicts.
+    clf = BONGClassifier(model=module, sigma0=1e-7, random_state=0).fit(X[:50], y[:50])
+    np.testing.assert_array_equal(_weights(module), before)
+    expected = np.asarray(jax.nn.softmax(module(jnp.asarray(X[50:90], jnp.float32)), axis=-1))
+    np.testing.assert_allclose(clf.predict_proba(X[50:90]), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_instance_and_factory_of_the_same_module_agree(digits):
+    X, y = digits[0][:150], digits[1][:150]
+    module = FeatureConv(64, 10, rngs=nnx.Rngs(5))
+    by_instance = BONGClassifier(model=module, random_state=0).fit(X, y)
+    by_factory = BONGClassifier(model=lambda n_in, n_out, rngs: module, random_state=0).fit(X, y)
+    for a, b in zip(by_instance.posterior_, by_factory.posterior_):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cnn_on_digits_learns_in_one_pass(digits):
+    X, y = digits
+    clf = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(X[:1000], y[:1000])
+    assert clf.score(X[1000:], y[1000:]) > 0.85
+
+
+@pytest.mark.parametrize("predictive", ["plugin", "probit", "linearized_mc", "mc"])
+def test_every_classifier_predictive_with_a_custom_model(predictive, digits):
+    X, y = digits[0][:120], digits[1][:120]
+    clf = BONGClassifier(model=FeatureConv, predictive=predictive, n_predictive_samples=8, random_state=0)
+    clf.fit(X, y)
+    proba = clf.predict_proba(X[:20])
+    assert proba.shape == (20, 10) and np.all(proba >= 0)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-5)
+    np.testing.assert_array_equal(clf.predict(X[:20]), clf.classes_[np.argmax(clf.decision_function(X[:20]), axis=1)])
+
+
+def test_regressor_return_std_with_a_custom_model(digits):
+    X, y = digits[0][:120], digits[1][:120].astype(float)
+    reg = BONGRegressor(model=FeatureConv, random_state=0).fit(X, y)
+    mean, std = reg.predict(X[:30], return_std=True)
+    assert mean.shape == std.shape == (30,) and np.all(std > 0)
+    np.testing.assert_array_equal(mean, reg.predict(X[:30]))
+
+
+def test_params_draws_and_prequential_records_with_a_custom_model(digits):
+    X, y = digits[0][:100], digits[1][:100]
+    clf = BONGClassifier(model=FeatureConv, prequential=True, random_state=0).fit(X, y)
+    assert clf.prequential_log_prob_.shape == (100,) and np.all(np.isfinite(clf.prequential_log_prob_))
+    draws = clf.sample_params(5, random_state=0)
+    assert draws.shape == (5, clf.posterior_[0].shape[0])
+    # At the posterior mean, predict_with_params is the plug-in predictive.
+    at_mean = clf.predict_with_params(X[:10], np.asarray(clf.posterior_[0], np.float64))
+    np.testing.assert_allclose(at_mean[0], clf.predict_proba(X[:10]), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("model", [FeatureConv, FeatureConv(64, 10, rngs=nnx.Rngs(1))], ids=["factory", "instance"])
+def test_pickle_and_joblib_round_trip_then_partial_fit(model, digits):
+    X, y = digits[0][:160], digits[1][:160]
+    clf = BONGClassifier(model=model, random_state=0).fit(X[:100], y[:100])
+    buffer = io.BytesIO()
+    joblib.dump(clf, buffer)
+    for copy_ in (pickle.loads(pickle.dumps(clf)), joblib.load(io.BytesIO(buffer.getvalue()))):
+        np.testing.assert_array_equal(copy_.predict_proba(X[100:]), clf.predict_proba(X[100:]))
+        copy_.partial_fit(X[100:], y[100:])
+        assert copy_.t_ == 160
+    clf.partial_fit(X[100:], y[100:])
+    np.testing.assert_array_equal(copy_.predict_proba(X), clf.predict_proba(X))
+
+
+def test_clones_and_a_sigma0_search_never_recompile(digits):
+    X, y = digits[0][:120], digits[1][:120]
+    module = ImageCNN(rngs=nnx.Rngs(0))
+    BONGClassifier(model=module, random_state=0).fit(X, y).predict_proba(X)  # compiles
+    before = trace_count()
+    search = GridSearchCV(BONGClassifier(model=copy.deepcopy(module), random_state=0), {"sigma0": [0.1, 0.3]}, cv=2)
+    search.fit(X, y)
+    search.predict_proba(X)
+    assert trace_count() == before
+    assert clone(search.best_estimator_).model is not module  # clone copied the module
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
+def test_wrong_widths_are_refused_and_lose_nothing(make, digits):
+    X, y = digits[0][:60], digits[1][:60]
+    n_outputs = 10 if make is BONGClassifier else 1
+    est = make(model=ImageCNN(n_outputs, rngs=nnx.Rngs(0)), random_state=0).fit(X, y)
+    fitted = copy.deepcopy(est.__dict__)
+    with pytest.raises(ValueError, match=r"cannot be applied to a batch of shape \(B, 10\)"):
+        est.fit(X[:, :10], y)
+    est.set_params(model=ImageCNN(3, rngs=nnx.Rngs(0)))
+    with pytest.raises(ValueError, match=rf"to \(2, 3\); it must give \(2, {n_outputs}\)"):
+        est.fit(X, y)
+    assert est.__dict__.keys() == fitted.keys()
+    for a, b in zip(est.posterior_, fitted["posterior_"]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_factory_must_return_a_module(digits):
+    X, y = digits[0][:20], digits[1][:20]
+    with pytest.raises(TypeError, match="returned ndarray"):
+        BONGClassifier(model=lambda n_in, n_out, rngs: np.zeros(3)).fit(X, y)
+
+
+def test_state_other_than_weights_is_refused(digits):
+    class WithBatchNorm(nnx.Module):
+        def __init__(self, rngs):
+            self.norm = nnx.BatchNorm(64, rngs=rngs)
+            self.out = nnx.Linear(64, 10, rngs=rngs)
+
+        def __call__(self, x):
+            return self.out(self.norm(x, use_running_average=True))
+
+    X, y = digits[0][:20], digits[1][:20]
+    with pytest.raises(ValueError, match="not an nnx.Param: .*mean"):
+        BONGClassifier(model=WithBatchNorm(nnx.Rngs(0))).fit(X, y)
+
+
+def test_a_model_of_another_structure_after_fit_is_refused(digits):
+    X, y = digits[0][:60], digits[1][:60]
+    clf = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(X, y)
+    clf.set_params(model=ImageCNN(rngs=nnx.Rngs(7)))  # same structure, other weights: fine
+    clf.partial_fit(X, y)
+    clf.predict(X)
+    clf.set_params(model=FeatureConv(64, 10, rngs=nnx.Rngs(0)))
+    with pytest.raises(ValueError, match="model changed since the posterior was fitted"):
+        clf.predict(X)
+    with pytest.raises(ValueError, match="model changed"):
+        clf.partial_fit(X, y)
+    clf.fit(X, y).predict(X)  # fit starts again from the new network's prior

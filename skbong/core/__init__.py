@@ -83,6 +83,7 @@ from ._predictive import (
     output_moments,
 )
 from ._rules import BBB, BLR, BOG, BONG, UpdateRule, apply_rule
+from ._rvga import ExplicitRVGA, GaussHermite, ImplicitRVGA, InverseProbit, LinearGaussian, Logistic, run_rvga, rvga_step
 
 __all__ = [
     "ACTIVATIONS",
@@ -148,6 +149,14 @@ __all__ = [
     "trace_count",
     "update_step",
     "undefined_reason",
+    "ExplicitRVGA",
+    "GaussHermite",
+    "ImplicitRVGA",
+    "InverseProbit",
+    "LinearGaussian",
+    "Logistic",
+    "run_rvga",
+    "rvga_step",
 ]
 
 

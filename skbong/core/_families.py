@@ -287,7 +287,7 @@ class FullCovariance(_GaussianFamily):
         gram = jnp.eye(s.shape[1], dtype=s.dtype) + root.T @ s
         # The subtracted term is A A^T with A = S L^{-T}, L L^T = gram: symmetric by
         # construction, so no P x P transpose is needed.
-        a = solve_triangular(jnp.linalg.cholesky(gram), s.T, lower=True).T
+        a = s @ _lower_inverse(jnp.linalg.cholesky(gram)).T
         cov = state.cov - a @ a.T
         return FullCovState(state.mean + lr * (cov @ curv.grad), cov)
 
@@ -322,6 +322,16 @@ class FullCovarianceMoment(_GaussianFamily):
         return FullCovState(state.mean + lr * (state.cov @ curv.grad), state.cov - lr * (s @ s.T))
 
 
+def _lower_inverse(chol: jax.Array) -> jax.Array:
+    """``L^{-1}`` of a small ``(K, K)`` Cholesky factor of ``I + (positive semi-definite)``.
+
+    Its singular values are at least 1, so ``L^{-1}`` is well conditioned, and applying it
+    as a matrix product to ``P`` right-hand sides is about ten times faster on XLA:CPU than
+    a triangular solve with ``P`` columns (0.16 against 1.9 ms at ``K = 10, P = 40k``).
+    """
+    return solve_triangular(chol, jnp.eye(chol.shape[0], dtype=chol.dtype), lower=True)
+
+
 def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool) -> DiagState:
     """Linearised (Kalman) update with the full covariance, projected onto a diagonal.
 
@@ -346,14 +356,15 @@ def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool
     coords = jnp.sqrt(lr).astype(state.mean.dtype) * curv.coords
     cov_root = state.var[:, None] * root  # S U
     chol = jnp.linalg.cholesky(jnp.eye(root.shape[1], dtype=root.dtype) + root.T @ cov_root)
-    # One triangular solve serves both: a = L^{-1} U^T S, and the gain coordinates L^{-T} L^{-1} z.
-    a = solve_triangular(chol, jnp.concatenate([cov_root.T, coords[:, None]], axis=1), lower=True)
-    mean = state.mean + a[:, :-1].T @ a[:, -1]
-    if moment:
-        var = state.var - jnp.sum(a[:, :-1] ** 2, axis=0)
-    else:
+    if not moment:
+        # The precision's diagonal needs no solve: only the gain's K coordinates do.
+        gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
         var = 1.0 / (1.0 / state.var + jnp.sum(root**2, axis=1))
-    return DiagState(mean, var)
+        return DiagState(state.mean + cov_root @ gain_coords, var)
+    # One product serves both: a = L^{-1} U^T S, and the gain coordinates L^{-T} L^{-1} z.
+    a = _lower_inverse(chol) @ jnp.concatenate([cov_root.T, coords[:, None]], axis=1)
+    mean = state.mean + a[:, :-1].T @ a[:, -1]
+    return DiagState(mean, state.var - jnp.sum(a[:, :-1] ** 2, axis=0))
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,11 @@ Protocol (BONG Sec. 5 and Appendix B.2, at the scale of a two-core CPU):
   filter makes one pass over the first T = 2,000 rows of the stream, one observation per step,
   pixels in [0, 1].
 * Models: the paper's CNN (two 5x5 convolutions with 16 features, SAME padding, ReLU and 2x2
-  average pooling, then dense 64 and dense 10: 57,722 parameters, asserted), an ``nnx.Module``
-  turned into ``apply(params_flat, x)`` by ``flatten_module``; and the MLP 784-50-10 (ReLU).
-  ``mu_0`` is the flax initialiser (LeCun-normal weights, zero biases) drawn from the seed.
+  average pooling, then dense 64 and dense 10: 57,722 parameters, asserted) and the MLP
+  784-50-10 (ReLU), both ``nnx.Module`` instances passed to ``BONGClassifier(model=...)``:
+  every run goes through the public estimator (``partial_fit`` per segment,
+  ``predict_log_proba`` for the scores). ``mu_0`` is the module's flax initialisation
+  (LeCun-normal weights, zero biases) drawn from the seed.
 * Methods: Fig. 1, BONG, BLR, BOG and BBB with LIN-HESS and MC-EF on DLR-10; Fig. 2,
   BONG-LIN-HESS on DIAG, DIAG_MOM, DLR-1 and DLR-10; Fig. 3, their time per step. Static
   parameters (no dynamics), prior ``N(mu_0, sigma0^2 I)``.
@@ -49,27 +51,18 @@ import argparse
 import json
 import math
 import time
+import warnings
 from collections import Counter
 from typing import Callable, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from sklearn.exceptions import ConvergenceWarning
 
 from _report import RESULTS, markdown_table, write
-from skbong.core import (
-    Hyperparameters,
-    MLPSpec,
-    PatchConv,
-    PluginPredictive,
-    Probit,
-    flatten_module,
-    make_config,
-    predict_distribution,
-    run_filter,
-    trace_count,
-)
+from skbong import BONGClassifier
+from skbong.core import MLP, ModuleSpec, PatchConv, has_convolution, module_params, trace_count
 from skbong.datasets import load_mnist, mnist_stream
 
 N_CLASSES = 10
@@ -143,8 +136,8 @@ class CNN(nnx.Module):
     pooling or stride-2 convolutions have the same count.
 
     The convolutions are :class:`skbong.core.PatchConv`, ``nnx.Conv`` computed as a product
-    of patches with the kernel (same parameters and outputs), and ``apply`` cuts the flat
-    vector with ``flatten_module(..., split=True)``: XLA:CPU's own convolutions made the
+    of patches with the kernel (same parameters and outputs), and the estimator cuts the flat
+    vector with one split, as for any network with a convolution: XLA:CPU's own convolutions made the
     per-row Jacobians about 4x slower (see the results' timing notes).
     """
 
@@ -165,24 +158,30 @@ class CNN(nnx.Module):
 class Model(NamedTuple):
     name: str
     label: str
-    apply: Callable[[jax.Array, jax.Array], jax.Array]
-    init_mean: Callable[[int], jax.Array]
+    build: Callable[[int], nnx.Module]  # seed -> the network with mu_0 drawn from the seed
     n_params: int
+
+    @property
+    def apply(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        """The pure ``apply(params_flat, x)`` the estimator uses (for scripts on the core)."""
+        module = self.build(0)
+        return ModuleSpec.of(module, split=has_convolution(module)).apply
+
+    def init_mean(self, seed: int) -> jax.Array:
+        """``mu_0`` of ``seed``, flat."""
+        return module_params(self.build(seed))
 
 
 def build_model(name: str) -> Model:
-    """The model with one ``apply`` object for all seeds, so compiled code is shared."""
+    """The network, built per seed and handed to ``BONGClassifier(model=...)``: its weights
+    are the prior mean. Networks of one structure share compiled code across seeds."""
     if name == "mlp":
-        spec = MLPSpec(784, (50,), N_CLASSES, "relu")
-        return Model(name, "MLP 784-50-10", spec.apply, lambda seed: jnp.asarray(spec.init_params(seed)), spec.n_params)
+        build = lambda seed: MLP((784, 50, N_CLASSES), "relu", nnx.Rngs(seed))  # noqa: E731
+        return Model(name, "MLP 784-50-10", build, int(module_params(build(0)).shape[0]))
     if name == "cnn":
-        # flatten_module makes a new closure per call: build apply once, take only the
-        # initial means from the other seeds' modules (same structure, same ravel order).
-        apply, mean0 = flatten_module(CNN(nnx.Rngs(0)), split=True)
-        n_params = int(mean0.shape[0])
+        n_params = int(module_params(CNN(nnx.Rngs(0))).shape[0])
         assert n_params == CNN_N_PARAMS, f"CNN has {n_params} parameters, the paper's has {CNN_N_PARAMS}"
-        return Model(name, f"CNN ({n_params:,} parameters)", apply,
-                     lambda seed: flatten_module(CNN(nnx.Rngs(seed)))[1], n_params)
+        return Model(name, f"CNN ({n_params:,} parameters)", lambda seed: CNN(nnx.Rngs(seed)), n_params)
     raise ValueError(f"unknown model {name!r}; choose mlp or cnn")
 
 
@@ -265,10 +264,6 @@ class Settings(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------- data
-def _one_hot(y: np.ndarray) -> np.ndarray:
-    return np.eye(N_CLASSES, dtype=np.float32)[y]
-
-
 def validation_split(final_seeds, n_learn: int, n_validation: int):
     """``(X_learn, y_learn, X_val, y_val)`` from seed 0's training stream, without any image
     that is in the test set of one of ``final_seeds`` (the streams are shuffles of the same
@@ -295,51 +290,57 @@ _RUNS_DONE: Counter = Counter()  # model -> runs made so far, in the order of pl
 _SCALE: dict = {}  # model -> measured / table ms per step, from its first run
 
 
-def _config(model: Model, method: Method, settings: Settings):
-    return make_config(model.apply, "categorical", family=method.family, rank=method.rank or 1,
-                       algorithm=method.algorithm, hessian=method.hessian,
-                       n_inner_steps=settings.inner_steps, n_mc_samples=settings.mc_samples)
+def classifier(model: Model, method: Method, sigma0: float, lr: float, seed: int,
+               settings: Settings) -> BONGClassifier:
+    """The estimator of one run: ``model``'s network for ``seed`` as the prior mean, the
+    Monte-Carlo draws seeded by ``seed``, rows absorbed in the order given."""
+    return BONGClassifier(
+        model=model.build(seed), family=method.family, rank=method.rank or 1, algorithm=method.algorithm,
+        hessian=method.hessian, learning_rate=1.0 if method.algorithm == "bong" else lr,
+        n_inner_steps=settings.inner_steps if method.algorithm in ("blr", "bbb") else 1,
+        n_mc_samples=settings.mc_samples, sigma0=sigma0, random_state=seed,
+    )
 
 
-def _evaluate(config, predictive, state, X, y) -> tuple[float, float]:
+def _evaluate(clf: BONGClassifier, predictive: str, X, y) -> tuple[float, float]:
     """Accuracy and NLL ``-mean log p(y | x, D)`` of the predictive on ``(X, y)``."""
-    log_proba = predict_distribution(config, predictive, state, X).log_proba
+    log_proba = clf.set_params(predictive=predictive).predict_log_proba(X)
     nll = -float(np.mean(log_proba[np.arange(len(y)), y]))
     return float(np.mean(np.argmax(log_proba, axis=1) == y)), (nll if math.isfinite(nll) else math.inf)
 
 
 def run(model: Model, method: Method, sigma0: float, lr: float, data, seed: int, settings: Settings,
         n_steps: int, eval_at, linearized_at=()) -> dict:
-    """One pass of the filter over the first ``n_steps`` rows, in segments of
-    ``settings.segment`` steps; the evaluation set is scored at the steps in ``eval_at``."""
+    """One pass of ``BONGClassifier.partial_fit`` over the first ``n_steps`` rows, in
+    segments of ``settings.segment`` steps; the evaluation set is scored at the steps in
+    ``eval_at``. A segment that makes the estimator raise (a posterior that became invalid,
+    or diverged: ``skbong``'s health check) ends the run as diverged."""
     X, y, X_eval, y_eval = data
-    Y = _one_hot(y[:n_steps])
-    config = _config(model, method, settings)
-    mean0 = jnp.asarray(model.init_mean(seed))
-    state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
-    hyper = Hyperparameters(obs_noise=1.0, dynamics_decay=1.0, process_noise=0.0, learning_rate=lr)
-    key = jax.random.PRNGKey(seed)
+    clf = classifier(model, method, sigma0, lr, seed, settings)
     out = {"t": [], "acc": [], "nll": [], "lin": {}, "segments": [], "diverged_at": None, "compiled": False,
-           "eval_s": 0.0, "linearized_s": 0.0}
+           "eval_s": 0.0, "linearized_s": 0.0, "warnings": []}
     start = 0
     while start < n_steps:
         stop = min(start + settings.segment, n_steps)
         traces = trace_count("filter")
         wall, cpu = time.perf_counter(), time.process_time()
-        state = run_filter(config, state, X[start:stop], Y[start:stop], hyper, key=key, n_seen=start)
-        jax.block_until_ready(state)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                clf.partial_fit(X[start:stop], y[start:stop], classes=np.arange(N_CLASSES))
+        except FloatingPointError:
+            out["diverged_at"] = stop
+            break
         out["segments"].append((stop - start, time.perf_counter() - wall, time.process_time() - cpu))
+        out["warnings"] += [str(w.message).split(":")[0] for w in caught if issubclass(w.category, ConvergenceWarning)]
         if trace_count("filter") != traces:
             out["compiled"] = True
             if start > 0:
                 raise AssertionError(f"{method.label} recompiled mid-stream at step {start}")
         start = stop
-        if not bool(config.family.is_valid(state)):
-            out["diverged_at"] = stop
-            break
         if stop in eval_at:
             wall = time.perf_counter()
-            acc, nll = _evaluate(config, PluginPredictive(), state, X_eval, y_eval)
+            acc, nll = _evaluate(clf, "plugin", X_eval, y_eval)
             out["eval_s"] += time.perf_counter() - wall
             out["t"].append(stop), out["acc"].append(acc), out["nll"].append(nll)
         if stop in linearized_at:
@@ -347,9 +348,9 @@ def run(model: Model, method: Method, sigma0: float, lr: float, data, seed: int,
             # with the plug-in on the same rows for a paired comparison.
             rows = slice(0, settings.n_linearized)
             wall = time.perf_counter()
-            probit = _evaluate(config, Probit(), state, X_eval[rows], y_eval[rows])
+            probit = _evaluate(clf, "probit", X_eval[rows], y_eval[rows])
             out["linearized_s"] += time.perf_counter() - wall
-            out["lin"][stop] = probit + _evaluate(config, PluginPredictive(), state, X_eval[rows], y_eval[rows])
+            out["lin"][stop] = probit + _evaluate(clf, "plugin", X_eval[rows], y_eval[rows])
     steady = out["segments"][1:]
     if steady:
         out["ms_per_step"] = 1e3 * sum(s[1] for s in steady) / sum(s[0] for s in steady)

@@ -178,3 +178,13 @@ def test_a_model_of_another_structure_after_fit_is_refused(digits):
     with pytest.raises(ValueError, match="model changed"):
         clf.partial_fit(X, y)
     clf.fit(X, y).predict(X)  # fit starts again from the new network's prior
+
+
+def test_auto_sigma0_on_a_custom_cnn(digits):
+    X, y = digits
+    clf = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), sigma0="auto", random_state=0).fit(X[:600], y[:600])
+    fixed = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), sigma0=clf.sigma0_, random_state=0).fit(X[:600], y[:600])
+    # The kept posterior is the chosen scale's, the same as a fit at that scale alone.
+    np.testing.assert_allclose(clf.posterior_[0], fixed.posterior_[0], rtol=1e-4, atol=1e-5)
+    assert clf.sigma0_weights_.shape == (5,) and np.isclose(clf.sigma0_weights_.sum(), 1)
+    assert clf.score(X[1000:], y[1000:]) > 0.8

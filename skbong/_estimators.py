@@ -763,13 +763,26 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        elif health.not_learning:
+        elif health.not_learning or health.barely_learning:
+            comparison = (
+                "is no better than"
+                if health.not_learning
+                else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
+            )
             warnings.warn(
-                f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
-                f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
-                f"is no better than a constant predictor's ({health.baseline_mean_loss:.3g}, "
-                f"{self._baseline_name}). Try another sigma0 ({scales}: too small a prior learns "
-                "nothing, too wide a one diverges) or scale the inputs.",
+                f"{type(self).__name__} is {'not' if health.not_learning else 'barely'} learning: over its last "
+                f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss "
+                f"({health.model_mean_loss:.3g} nats per observation) {comparison} a constant predictor's "
+                f"({health.baseline_mean_loss:.3g}, {self._baseline_name})"
+                + (
+                    f"; it classified {health.model_accuracy:.0%} of them right"
+                    if self._likelihood == "categorical"
+                    else ""
+                )
+                + f". Try another sigma0 ({scales}: too small a prior learns nothing, too wide a one "
+                "diverges)"
+                + (", another learning_rate" if self.algorithm != "bong" else "")
+                + " or scale the inputs.",
                 ConvergenceWarning,
                 stacklevel=3,
             )

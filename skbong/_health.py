@@ -53,6 +53,7 @@ __all__ = [
     "DIVERGED_EXCESS",
     "PRIOR_CONFLICT",
     "PRIOR_DIVERGED",
+    "BARELY_LEARNING",
     "new_health",
     "update_health",
     "prior_conflict",
@@ -81,6 +82,11 @@ PRIOR_CONFLICT = 3.0
 #: scale (100 prior standard deviations per weight): with predictions far worse than the
 #: constant predictor's, a diverged filter even when it still classifies some rows right.
 PRIOR_DIVERGED = 1e4
+#: A classifier whose one-step-ahead log-loss is below the constant predictor's by less
+#: than this fraction of it (McFadden's pseudo-R^2, where 0.2-0.4 is an excellent fit) is
+#: barely learning: on digits, BOG/BBB on the moment families at a tiny learning rate sat
+#: near chance (accuracy 0.10-0.16) with 2.21-2.25 nats against the constant's 2.30.
+BARELY_LEARNING = 0.05
 
 
 class StreamHealth(NamedTuple):
@@ -163,6 +169,17 @@ class StreamHealth(NamedTuple):
     def not_learning(self) -> bool:
         """Scored enough, and no better than the constant predictor."""
         return self.n_scored >= MIN_OBSERVATIONS and self.excess_loss >= 0.0
+
+    @property
+    def barely_learning(self) -> bool:
+        """A classifier, scored enough, whose log-loss is below the constant predictor's by
+        less than ``BARELY_LEARNING`` of it (McFadden's pseudo-R^2 ``1 - L_model / L_constant``)."""
+        categorical = self.baseline_stats.ndim == 1
+        return (
+            categorical
+            and self.n_scored >= MIN_OBSERVATIONS
+            and -self.excess_loss < BARELY_LEARNING * self.baseline_mean_loss
+        )
 
 
 def new_health(likelihood: str, n_outputs: int) -> StreamHealth:

@@ -8,7 +8,7 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
 from skbong import BONGClassifier, BONGRegressor
-from skbong._health import BURN_IN, HORIZON, MIN_OBSERVATIONS, new_health, update_health
+from skbong._health import BARELY_LEARNING, BURN_IN, HORIZON, MIN_OBSERVATIONS, new_health, update_health
 from skbong.core import MLPSpec
 
 
@@ -82,6 +82,13 @@ def test_health_verdicts():
     assert worse.not_learning and not worse.far_worse
     good = update_health(fresh, "categorical", Y, np.full(n, -0.1), right)
     assert not (good.not_learning or good.far_worse or good.diverged)
+    # Barely learning: log-loss below the constant's by less than BARELY_LEARNING of it.
+    _, constant = _slow_scores("categorical", Y, np.zeros(n))
+    for gain, barely in ((0.02, True), (0.5, False)):
+        ahead = update_health(fresh, "categorical", Y, np.r_[np.zeros(BURN_IN), constant + gain], wrong)
+        assert not ahead.not_learning and ahead.barely_learning is barely
+        assert np.isclose(-ahead.excess_loss, gain)
+    assert gain > BARELY_LEARNING * -constant.mean() > 0.02
     garbage = update_health(fresh, "categorical", Y, np.full(n, -5.0), wrong)
     assert garbage.far_worse and garbage.diverged
     overconfident = update_health(fresh, "categorical", Y, np.full(n, -5.0), right)
@@ -119,6 +126,15 @@ def test_a_classifier_that_learns_nothing_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="not learning"):
         BONGClassifier(hidden_layer_sizes=(16,), sigma0=1e-3, random_state=0).fit(X / 16, y)
+
+
+def test_a_classifier_near_chance_warns_that_it_is_barely_learning(digits):
+    # BOG on the moment diagonal at a tiny learning rate: 2.21 nats against the constant's 2.31.
+    X, y = digits
+    with pytest.warns(ConvergenceWarning, match="barely learning.*another learning_rate"):
+        BONGClassifier(
+            family="diag_mom", algorithm="bog", learning_rate=1e-3, sigma0=1.0, hidden_layer_sizes=(16,), random_state=0
+        ).fit(X / 16, y)
 
 
 def test_a_prior_at_odds_with_the_inputs_warns(digits):

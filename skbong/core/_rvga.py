@@ -182,7 +182,7 @@ class ExplicitRVGA:
 
 
 def _illinois(fn, lo, hi, max_iter: int):
-    """A root of the scalar ``fn`` in the bracket ``[lo, hi]`` (``fn(lo) <= 0 <= fn(hi)``, either order).
+    """A root of the scalar ``fn`` between ``lo`` and ``hi``, where its values differ in sign.
 
     Regula falsi with the Illinois modification (the stale end's value is halved), which
     keeps the bracket and converges superlinearly. Stops at an exact zero, a bracket of a
@@ -225,8 +225,9 @@ class ImplicitRVGA:
     ``alpha_0, v_0`` only (App. 9.5, Fig. 13). Here it is bracketed instead, so it is found
     for any prior: given ``v``, the first equation has a unique root in ``alpha`` (its left
     side minus its right side increases with ``alpha`` since ``E[h] <= 0``), and the unknown
-    ``E[g] = (alpha - alpha_0) / v_0`` lies in the model's bracket (Eq. 71 for the logistic model). Writing ``v = v_0 e^{-u}``, the second
-    equation is ``u = log(1 + v_0 c(alpha(u), u))``, a scalar root in
+    ``E[g] = (alpha - alpha_0) / v_0`` lies in the model's bracket (Eq. 71 for the logistic
+    model). Writing ``v = v_0 e^{-u}``, the second equation is
+    ``u = log(1 + v_0 c(alpha(u), u))``, a scalar root in
     ``u in [0, log(1 + v_0 c_max)]`` (Eq. 72 for the logistic model, ``c_max = 1/4``), at
     whose ends the two sides compare in opposite ways. Both roots are found by the Illinois
     method, nested (inner ``alpha``, outer ``u``), to a few ulps or ``max_iter`` evaluations.

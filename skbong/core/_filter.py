@@ -177,16 +177,26 @@ def _scan_stream(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparam
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
         prior = family.predict(state, hyper.dynamics_decay, hyper.process_noise)
-        out = None
-        if record is not None:
+
+        def scored(prior, x, y):
+            if record is None:
+                return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, hyper.obs_noise, record_key)
-            out = (predictive.log_prob(y), predictive.mean)
+            return predictive.log_prob(y), predictive.mean
+
         # Steps without a row of positive weight (padding, or rows of weight zero) leave
         # the belief untouched, predict step included. Every row counts towards t, weighed
         # or not, so a row's draws depend on its position alone (padding only ever ends a
-        # call, so counting it changes no later key).
-        state = jax.lax.cond(jnp.any(m > 0), update, lambda p, *_: state, prior, x, y, m, step_key)
+        # call, so counting it changes no later key). The record is computed inside each
+        # branch: beside the update, XLA shares the network's forward pass at the mean
+        # between the two (the linearised estimators compute it too).
+        state, out = jax.lax.cond(
+            jnp.any(m > 0),
+            lambda p, x, y, m, k: (update(p, x, y, m, k), scored(p, x, y)),
+            lambda p, x, y, *_: (state, scored(p, x, y)),
+            prior, x, y, m, step_key,
+        )
         return (state, t + jnp.asarray(m.shape[0], t.dtype)), out
 
     (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, weights))

@@ -467,11 +467,12 @@ class _BaseBONG(BaseEstimator):
         # DLR of rank R >= P is a full precision matrix; a larger R only costs more.
         return min(self.rank, n_params) if self.family == "dlr" else self.rank
 
-    def _structure(self, n_params: int) -> dict:
-        """The parameters that shape the posterior and the network, as used."""
+    def _structure(self, n_params: int, model_structure) -> dict:
+        """The parameters that shape the posterior and the network, as used
+        (``model_structure``: see :meth:`_model_structure`)."""
         builtin = self.model is None
         return {
-            "model": self._model_structure(),
+            "model": model_structure,
             "hidden_layer_sizes": self._hidden_layer_sizes() if builtin else None,
             "activation": self.activation if builtin else None,
             "family": self.family,
@@ -481,7 +482,7 @@ class _BaseBONG(BaseEstimator):
 
     def _check_structure(self) -> None:
         """Refuse to use a posterior whose structure the parameters no longer describe."""
-        current = self._structure(self._spec.n_params)
+        current = self._structure(self._spec.n_params, self._model_structure())
         for name, fitted in self._fitted_structure.items():
             if current.get(name) != fitted:
                 values = (
@@ -722,10 +723,9 @@ class _BaseBONG(BaseEstimator):
         self._seed = seed
         self._spec = spec
         if reset:  # partial_fit checked that the structure is unchanged
-            self._fitted_structure = {
-                **self._structure(spec.n_params),
-                "model": spec if isinstance(self.model, nnx.Module) else self.model,
-            }
+            self._fitted_structure = self._structure(
+                spec.n_params, spec if isinstance(self.model, nnx.Module) else self.model
+            )
             self._fitted_model = self.model
         self.posterior_ = state
         self.t_ = n_seen

@@ -62,7 +62,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from _report import RESULTS, markdown_table, write
 from skbong import BONGClassifier
-from skbong.core import MLP, ModuleSpec, PatchConv, has_convolution, module_params, trace_count
+from skbong.core import MLP, ModuleSpec, PatchConv, module_params, trace_count
 from skbong.datasets import load_mnist, mnist_stream
 
 N_CLASSES = 10
@@ -164,8 +164,7 @@ class Model(NamedTuple):
     @property
     def apply(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
         """The pure ``apply(params_flat, x)`` the estimator uses (for scripts on the core)."""
-        module = self.build(0)
-        return ModuleSpec.of(module, split=has_convolution(module)).apply
+        return ModuleSpec.of(self.build(0)).apply
 
     def init_mean(self, seed: int) -> jax.Array:
         """``mu_0`` of ``seed``, flat."""

@@ -43,7 +43,6 @@ from .core import (
     predict_distribution,
     run_filter,
     run_sweep,
-    has_convolution,
     module_params,
     sample_posterior,
 )
@@ -430,7 +429,7 @@ class _BaseBONG(BaseEstimator):
                     "model must be a flax.nnx.Module or a callable model(n_features, n_outputs, rngs=rngs) "
                     f"that returns one; it returned {type(module).__name__}."
                 )
-        spec = ModuleSpec.of(module, split=has_convolution(module))
+        spec = ModuleSpec.of(module)
         prior_mean = np.asarray(module_params(module))
         if prior_mean.dtype.kind != "f":
             raise TypeError(f"The model's weights must be floating point, got {prior_mean.dtype}.")
@@ -461,7 +460,7 @@ class _BaseBONG(BaseEstimator):
             return self.model
         if self.model is self.__dict__.get("_fitted_model"):  # no split per prediction
             return self._fitted_structure["model"]
-        return ModuleSpec.of(self.model, split=has_convolution(self.model))
+        return ModuleSpec.of(self.model)
 
     def _rank(self, n_params: int) -> int:
         # DLR of rank R >= P is a full precision matrix; a larger R only costs more.

@@ -173,8 +173,14 @@ class ModuleSpec:
     split: bool = False
 
     @classmethod
-    def of(cls, module: nnx.Module, split: bool = False) -> "ModuleSpec":
-        """The spec of ``module``; raises ``ValueError`` if it holds state besides ``nnx.Param``."""
+    def of(cls, module: nnx.Module, split: bool | None = None) -> "ModuleSpec":
+        """The spec of ``module``; raises ``ValueError`` if it holds state besides ``nnx.Param``.
+
+        ``split=None`` chooses the cut by the layers: one split for a network with a
+        convolution (:func:`has_convolution`), slices otherwise.
+        """
+        if split is None:
+            split = has_convolution(module)
         graphdef, params, rest = nnx.split(module, nnx.Param, ...)
         others = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(rest)]
         if others:

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from ._config import (
     ALGORITHMS,
     DIAG_STEPS,
+    EXTRA_FAMILIES,
     FAMILIES,
     HESSIANS,
     LIKELIHOODS,
@@ -47,6 +48,7 @@ from ._curvature import (
     MonteCarloEF,
     MonteCarloHessian,
 )
+from ._dynamics import INFLATIONS, Dynamics, LatentPrior
 from ._families import (
     Diagonal,
     DiagonalLowRank,
@@ -102,6 +104,8 @@ __all__ = [
     "Diagonal",
     "DiagonalLowRank",
     "DiagonalMoment",
+    "Dynamics",
+    "EXTRA_FAMILIES",
     "FAMILIES",
     "FilterConfig",
     "FullCovState",
@@ -110,6 +114,8 @@ __all__ = [
     "Gaussian",
     "HESSIANS",
     "Hyperparameters",
+    "INFLATIONS",
+    "LatentPrior",
     "LIKELIHOODS",
     "LinearizedEF",
     "LinearizedHessian",
@@ -180,6 +186,9 @@ def filter_posterior(
     n_mc_samples: int = 10,
     diag_step: str = "kalman",
     cov_floor: float = 0.0,
+    dynamics: Dynamics | None = None,
+    inflation: float = 0.0,
+    obs_noise_rate: float = 0.0,
     batch_size: int = 1,
     state=None,
     key: jax.Array | None = None,
@@ -199,9 +208,10 @@ def filter_posterior(
     Y : array of shape (N, C)
         Targets; one-hot rows for "categorical".
     likelihood : {"gaussian", "categorical"}, default="gaussian"
-    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr"}, default="dlr"
+    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"}, default="dlr"
+        "slr": spherical LO-FI (LO-FI Appendix F).
     rank : int, default=10
-        Rank of the low-rank precision term (``family="dlr"``).
+        Rank of the low-rank precision term (``family="dlr"`` or "slr").
     algorithm : str, default="bong"
     hessian : str, default="lin_hess"
     sigma0 : float, default=1.0
@@ -221,6 +231,12 @@ def filter_posterior(
     cov_floor : float, default=0.0
         ``eps`` of the categorical linearised observation covariance
         ``diag(p) - p p^T + eps I`` (:class:`Categorical`).
+    dynamics : Dynamics, optional
+        Decay and process-noise schedules, covariance inflation, online noise estimate.
+    inflation : float, default=0.0
+        ``alpha`` of the inflation that ``dynamics`` names.
+    obs_noise_rate : float, default=0.0
+        ``eps_min`` of the online noise estimate (LO-FI Eq. 66).
     batch_size : int, default=1
         Observations per filter step.
     state : belief state, optional
@@ -234,12 +250,20 @@ def filter_posterior(
     Returns
     -------
     state : FullCovState, DiagState or DLRState
+    obs_noise : array of shape (C,)
+        Only when ``dynamics`` estimates the observation noise: the final estimate.
     """
     config = make_config(
-        apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step, cov_floor
+        apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step, cov_floor,
+        dynamics,
     )
+    mean0 = jnp.asarray(init_mean)
     if state is None:
-        mean0 = jnp.asarray(init_mean)
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
-    hyper = Hyperparameters(obs_noise, dynamics_decay, process_noise, learning_rate)
-    return run_filter(config, state, X, Y, hyper, batch_size=batch_size, key=key, sample_weight=sample_weight)
+    hyper = Hyperparameters(
+        obs_noise, dynamics_decay, process_noise, learning_rate, inflation, obs_noise_rate
+    )
+    return run_filter(
+        config, state, X, Y, hyper, batch_size=batch_size, key=key, sample_weight=sample_weight,
+        latent_prior=LatentPrior(mean0, 1.0 / jnp.asarray(sigma0, mean0.dtype) ** 2),
+    )

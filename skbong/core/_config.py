@@ -21,12 +21,14 @@ from ._families import (
     FullCovariance,
     FullCovarianceMoment,
 )
+from ._dynamics import Dynamics
 from ._likelihoods import Categorical, Gaussian
 from ._predictive import LinearizedGaussian, LinearizedMonteCarlo, MonteCarlo, PluginPredictive, Probit
 from ._rules import BBB, BLR, BOG, BONG, UpdateRule
 
 __all__ = [
     "FAMILIES",
+    "EXTRA_FAMILIES",
     "ALGORITHMS",
     "HESSIANS",
     "LIKELIHOODS",
@@ -41,6 +43,9 @@ __all__ = [
 
 #: Gaussian families of the BONG paper (Sec. 3, Appendix E.1-E.5).
 FAMILIES = ("fc", "fc_mom", "diag", "diag_mom", "dlr")
+#: Families beyond the BONG grid: spherical-plus-low-rank precision, spherical LO-FI
+#: (LO-FI Appendix F).
+EXTRA_FAMILIES = ("slr",)
 #: Update rules (BONG Table 2).
 ALGORITHMS: dict[str, UpdateRule] = {"bong": BONG, "blr": BLR, "bog": BOG, "bbb": BBB}
 #: Curvature estimators (BONG Table 1); the Monte-Carlo ones take the number of draws.
@@ -58,12 +63,20 @@ _DENSE_SANDWICH = (
     "{} (Eqs. {}) needs diag(Sigma G Sigma) of a dense P x P Monte-Carlo Hessian, which defeats "
     "the low-rank family; the seeds give no estimator for it and it is not implemented"
 )
+_NOT_SPHERICAL = (
+    "a plain-gradient step moves each diagonal entry of the precision by its own amount "
+    "(Eqs. 308, 318), so it does not keep the spherical part isotropic; LO-FI Appendix F "
+    "defines spherical LO-FI for the natural (Kalman) step only"
+)
 #: Cells of the (algorithm, hessian, family) grid that are not available, and why.
 UNDEFINED = {
     ("bong", "mc_hess", "dlr"): _NO_LOW_RANK_FACTOR,
     ("blr", "mc_hess", "dlr"): _NO_LOW_RANK_FACTOR,
     ("bog", "mc_hess", "dlr"): _DENSE_SANDWICH.format("BOG-MC-HESS-DLR", "308-309"),
     ("bbb", "mc_hess", "dlr"): _DENSE_SANDWICH.format("BBB-MC-HESS-DLR", "318-319"),
+    ("bong", "mc_hess", "slr"): _NO_LOW_RANK_FACTOR,
+    ("blr", "mc_hess", "slr"): _NO_LOW_RANK_FACTOR,
+    **{(rule, hessian, "slr"): _NOT_SPHERICAL for rule in ("bog", "bbb") for hessian in HESSIANS},
 }
 LIKELIHOODS = {"gaussian": Gaussian(), "categorical": Categorical()}
 #: BONG steps of the diagonal families (the value is ``Diagonal.kalman``).
@@ -90,6 +103,8 @@ class FilterConfig:
     family : one of the family classes
     estimator : curvature estimator
     rule : UpdateRule
+    dynamics : Dynamics
+        Schedules, covariance inflation and the online noise estimate.
     """
 
     apply_fn: Callable[[jax.Array, jax.Array], jax.Array]
@@ -97,6 +112,7 @@ class FilterConfig:
     family: FullCovariance | FullCovarianceMoment | Diagonal | DiagonalMoment | DiagonalLowRank
     estimator: LinearizedHessian | LinearizedEF | MonteCarloHessian | MonteCarloEF
     rule: UpdateRule
+    dynamics: Dynamics = Dynamics()
 
 
 def _known(table, what: str, name: str):
@@ -121,6 +137,7 @@ def make_config(
     n_mc_samples: int = 10,
     diag_step: str = "kalman",
     cov_floor: float = 0.0,
+    dynamics: Dynamics | None = None,
 ) -> FilterConfig:
     """Build the frozen config for ``(likelihood, family, algorithm, hessian)``.
 
@@ -129,9 +146,10 @@ def make_config(
     apply_fn : callable
         Pure ``apply(params_flat, x)`` mapping a batch ``(B, D)`` to outputs ``(B, C)``.
     likelihood : {"gaussian", "categorical"}
-    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr"}
+    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"}
+        "slr" is spherical LO-FI (LO-FI Appendix F): ``eta I + W W^T``.
     rank : int
-        Rank ``R`` of the low-rank part (``family="dlr"`` only).
+        Rank ``R`` of the low-rank part (``family="dlr"`` or "slr" only).
     algorithm : {"bong", "blr", "bog", "bbb"}
     hessian : {"lin_hess", "lin_ef", "mc_hess", "mc_ef"}
     n_inner_steps : int
@@ -145,6 +163,9 @@ def make_config(
     cov_floor : float
         ``eps`` added to the categorical likelihood's linearised observation covariance
         (:class:`~skbong.core.Categorical`); ignored by the Gaussian likelihood.
+    dynamics : Dynamics, optional
+        Schedules, covariance inflation, online noise estimate (:class:`Dynamics`); the
+        default keeps the constant dynamics of the hyperparameters and nothing else.
 
     Returns
     -------
@@ -157,7 +178,7 @@ def make_config(
     """
     rule = _known(ALGORITHMS, "algorithm", algorithm)
     estimator_cls = _known(HESSIANS, "hessian", hessian)
-    _known(dict.fromkeys(FAMILIES), "family", family)
+    _known(dict.fromkeys(FAMILIES + EXTRA_FAMILIES), "family", family)
     kalman = _known(DIAG_STEPS, "diag_step", diag_step)
     reason = undefined_reason(algorithm, hessian, family)
     if reason is not None:
@@ -171,11 +192,15 @@ def make_config(
         "diag": Diagonal(kalman),
         "diag_mom": DiagonalMoment(kalman),
         "dlr": DiagonalLowRank(int(rank)),
+        "slr": DiagonalLowRank(int(rank), spherical=True),
     }[family]
     likelihood_obj = _known(LIKELIHOODS, "likelihood", likelihood)
     if likelihood == "categorical" and cov_floor:
         likelihood_obj = Categorical(float(cov_floor))
-    return FilterConfig(apply_fn, likelihood_obj, family_obj, estimator, rule)
+    dynamics = Dynamics() if dynamics is None else dynamics
+    if dynamics.adaptive_obs_noise and likelihood != "gaussian":
+        raise ValueError("An adaptive observation noise (LO-FI Eq. 66) applies to the Gaussian likelihood only.")
+    return FilterConfig(apply_fn, likelihood_obj, family_obj, estimator, rule, dynamics)
 
 
 def make_predictive(name: str, likelihood: str, n_samples: int = 100):

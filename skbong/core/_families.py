@@ -12,6 +12,9 @@ name                      state                  coordinates ``psi`` of the step
 ``DiagonalLowRank``       ``DLRState``           ``(mu, Upsilon, W)``, precision ``Upsilon + W W^T``
 ========================  =====================  ==========================================
 
+``DiagonalLowRank(rank, spherical=True)`` is spherical LO-FI (LO-FI Appendix F): the same
+state with ``Upsilon = eta I`` kept isotropic.
+
 Each family takes two kinds of step on the objective ``l = E_q[log p(y | theta)]``
 (BONG, BOG) or ``l = E_q[log p(y | theta)] - KL(q || q_prior)`` (BLR, BBB), whose
 gradients with respect to ``(mu, Sigma)`` are (Bonnet and Price; BONG Eqs. 149-152)
@@ -96,6 +99,17 @@ def _diag_init(mean0: jax.Array, sigma0: jax.Array) -> DiagState:
 
 def _diag_predict(state: DiagState, decay, process_noise) -> DiagState:
     return DiagState(decay * state.mean, decay**2 * state.var + process_noise)
+
+
+def _full_rescale(state: FullCovState, scale, shift) -> FullCovState:
+    # (scale Sigma^-1 + shift I)^-1 = (scale I + shift Sigma)^-1 Sigma, symmetrised.
+    eye = jnp.eye(state.mean.shape[0], dtype=state.mean.dtype)
+    cov = jnp.linalg.solve(scale * eye + shift * state.cov, state.cov)
+    return FullCovState(state.mean, 0.5 * (cov + cov.T))
+
+
+def _diag_rescale(state: DiagState, scale, shift) -> DiagState:
+    return DiagState(state.mean, state.var / (scale + shift * state.var))
 
 
 def _full_valid(state: FullCovState) -> jax.Array:
@@ -247,6 +261,15 @@ class _GaussianFamily:
         (LO-FI Eq. 60); ``O(B C^2 P)`` for the diagonal families."""
         return self._output_cov(state, jac)
 
+    def rescale_precision(self, state, scale, shift):
+        """The belief with precision ``scale Sigma^{-1} + shift I`` and the same mean
+        (covariance inflation, LO-FI Appendix E)."""
+        return self._rescale(state, scale, shift)
+
+    def covariance_dot(self, state, v: jax.Array) -> jax.Array:
+        """``Sigma v`` for a vector ``v`` of shape ``(P,)``."""
+        return self._cov_dot(state, v)
+
     def natural_step(self, state, prior, curv: Curvature, lr, with_kl: bool):
         """Natural-gradient step ``psi += lr F^{-1} grad_psi l`` (BONG Eqs. 3, 30)."""
         return self._ngd(self._ops, state, *_objective_grads(self._ops, state, prior, curv, with_kl), lr)
@@ -268,7 +291,8 @@ class FullCovariance(_GaussianFamily):
     _ops, _ngd, _gd = _Dense, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
     _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
     _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
-    _output_cov = staticmethod(_full_output_cov)
+    _output_cov, _rescale = staticmethod(_full_output_cov), staticmethod(_full_rescale)
+    _cov_dot = staticmethod(lambda state, v: state.cov @ v)
 
 
     def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
@@ -306,7 +330,8 @@ class FullCovarianceMoment(_GaussianFamily):
     _ops, _ngd, _gd = _Dense, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
     _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
     _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
-    _output_cov = staticmethod(_full_output_cov)
+    _output_cov, _rescale = staticmethod(_full_output_cov), staticmethod(_full_rescale)
+    _cov_dot = staticmethod(lambda state, v: state.cov @ v)
 
 
     def natural_step(self, state: FullCovState, prior: FullCovState, curv: Curvature, lr, with_kl: bool):
@@ -391,7 +416,8 @@ class Diagonal(_GaussianFamily):
     _ops, _ngd, _gd = _Elementwise, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
     _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
-    _output_cov = staticmethod(_diag_output_cov)
+    _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
+    _cov_dot = staticmethod(lambda state, v: state.var * v)
 
     def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
         """Kalman step projected on the diagonal precision (see ``kalman``), else Eqs. 210-213
@@ -422,7 +448,8 @@ class DiagonalMoment(_GaussianFamily):
     _ops, _ngd, _gd = _Elementwise, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
     _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
-    _output_cov = staticmethod(_diag_output_cov)
+    _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
+    _cov_dot = staticmethod(lambda state, v: state.var * v)
 
     def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
         """Kalman step projected on the diagonal covariance (see ``kalman``), else
@@ -437,10 +464,27 @@ class DiagonalLowRank:
     """Diagonal-plus-low-rank precision ``Upsilon + W W^T`` of rank ``rank`` (DLR).
 
     BONG-LIN-HESS on this family is LO-FI (BONG Appendix E.5.2).
+
+    Parameters
+    ----------
+    rank : int
+        ``R``, the columns of ``W``.
+    spherical : bool, default=False
+        Keep ``Upsilon = eta I`` isotropic: spherical LO-FI (LO-FI Appendix F, "SLR"). The
+        data then only enter ``W``: the natural step does not add the discarded directions
+        to the diagonal (Algorithm 7), and ``eta`` moves only with the dynamics. The predict
+        step of this class is then exactly Algorithm 6 (Eqs. 108-110): with
+        ``Upsilon = eta I`` and the orthogonal columns ``W = U Lambda`` that the update
+        leaves, Eq. 19 gives Eq. 108 and the ``W`` update gives Eq. 109 column by column.
+        Only the natural steps (BONG, BLR) keep the diagonal spherical.
     """
 
     rank: int
-    name = "dlr"
+    spherical: bool = False
+
+    @property
+    def name(self) -> str:
+        return "slr" if self.spherical else "dlr"
 
     def init(self, mean0: jax.Array, sigma0: jax.Array) -> DLRState:
         """Prior ``N(mean0, sigma0^2 I)``: ``Upsilon = sigma0^-2``, ``W = 0`` (LO-FI Sec. 3.4)."""
@@ -563,6 +607,8 @@ class DiagonalLowRank:
         kept = w_ext @ vecs[:, : self.rank]
         rest = w_ext @ jnp.concatenate([vecs[:, self.rank :], coef[:, None]], axis=1)
         mean = state.mean + lr * (pull + rest[:, -1] / ups)
+        if self.spherical:  # LO-FI Eqs. 115-116: the discarded directions are dropped
+            return DLRState(mean, ups, kept)
         return DLRState(mean, ups + jnp.sum(rest[:, :-1] ** 2, axis=1), kept)
 
     def plain_step(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool) -> DLRState:
@@ -601,6 +647,15 @@ class DiagonalLowRank:
             ups - 0.5 * lr * sandwich_diag,
             w - lr * sandwich_w,
         )
+
+    def rescale_precision(self, state: DLRState, scale, shift) -> DLRState:
+        """Precision ``scale (Upsilon + W W^T) + shift I``: ``Upsilon <- scale Upsilon + shift``,
+        ``W <- sqrt(scale) W`` (LO-FI Eqs. 80-81, 85-86, 90-91)."""
+        return DLRState(state.mean, scale * state.diag_precision + shift, jnp.sqrt(scale) * state.low_rank)
+
+    def covariance_dot(self, state: DLRState, v: jax.Array) -> jax.Array:
+        """``(Upsilon + W W^T)^{-1} v`` by Woodbury."""
+        return _dlr_solve(state.diag_precision, state.low_rank, v[:, None])[:, 0]
 
     def covariance(self, state: DLRState) -> jax.Array:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""

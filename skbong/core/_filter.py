@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import FilterConfig
+from ._dynamics import LatentPrior, inflate, latent_prior_at, update_noise_estimate
 from ._rules import apply_rule
 
 __all__ = [
@@ -120,12 +121,21 @@ class Hyperparameters(NamedTuple):
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``.
     learning_rate : array, scalar
         ``alpha`` of BLR, BOG and BBB (BONG always takes a unit step).
+    inflation : array, scalar
+        ``alpha`` of covariance inflation (LO-FI Appendix E); used only when the config's
+        :class:`~skbong.core.Dynamics` names an inflation.
+    obs_noise_rate : array, scalar
+        ``eps_min`` of the online noise estimate (LO-FI Eq. 66): the weight of the newest
+        residual once ``1 / (k + 2)`` falls below it; 0 averages all residuals. Used only
+        when the config's dynamics estimate the noise.
     """
 
     obs_noise: jax.Array
     dynamics_decay: jax.Array
     process_noise: jax.Array
     learning_rate: jax.Array = 1.0
+    inflation: jax.Array = 0.0
+    obs_noise_rate: jax.Array = 0.0
 
 
 def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameters, key):
@@ -163,26 +173,42 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
     return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
 
 
-def _scan_stream(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key):
-    """The scan of one filter over the steps ``xs, ys, weights`` (not jitted on its own)."""
-    family = config.family
+def _scan_stream(
+    config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent
+):
+    """The scan of one filter over the steps ``xs, ys, weights`` (not jitted on its own).
 
-    def update(prior, x, y, m, key):
-        return update_step(config, prior, x, y, m, hyper, key)
+    Returns the final belief (with the final noise estimate when the dynamics estimate
+    it) and the records."""
+    family, dynamics = config.family, config.dynamics
+    rows_per_step = xs.shape[1]
+
+    def update(prior, x, y, m, key, step_hyper):
+        return update_step(config, prior, x, y, m, step_hyper, key)
 
     def body(carry, batch):
-        state, t = carry
+        state, t, noise = carry
         x, y, m = batch
         # Randomness of a step depends only on the index of its first observation, so
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
-        prior = family.predict(state, hyper.dynamics_decay, hyper.process_noise)
+        n_steps = t // rows_per_step  # steps taken before this one
+        belief = state
+        if dynamics.inflation is not None:
+            latent_mean = latent_precision = None
+            if dynamics.needs_latent_prior:
+                latent_mean, latent_precision = latent_prior_at(
+                    n_steps, latent, hyper.dynamics_decay, hyper.process_noise
+                )
+            belief = inflate(family, state, dynamics.inflation, hyper.inflation, latent_mean, latent_precision)
+        prior = family.predict(belief, *dynamics.at(t, hyper.dynamics_decay, hyper.process_noise))
+        step_hyper = hyper._replace(obs_noise=noise)
 
         def scored(prior, x, y):
             if record is None:
                 return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
-            predictive = record(config.apply_fn, config.likelihood, family, prior, x, hyper.obs_noise, record_key)
+            predictive = record(config.apply_fn, config.likelihood, family, prior, x, noise, record_key)
             return predictive.log_prob(y), predictive.mean
 
         # Steps without a row of positive weight (padding, or rows of weight zero) leave
@@ -193,20 +219,27 @@ def _scan_stream(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparam
         # between the two (the linearised estimators compute it too).
         state, out = jax.lax.cond(
             jnp.any(m > 0),
-            lambda p, x, y, m, k: (update(p, x, y, m, k), scored(p, x, y)),
+            lambda p, x, y, m, k: (update(p, x, y, m, k, step_hyper), scored(p, x, y)),
             lambda p, x, y, *_: (state, scored(p, x, y)),
             prior, x, y, m, step_key,
         )
-        return (state, t + jnp.asarray(m.shape[0], t.dtype)), out
+        if dynamics.adaptive_obs_noise:
+            # LO-FI Eq. 66 with the residual of the plug-in prediction at mu_{t|t-1}.
+            residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior.mean, x))
+            noise = update_noise_estimate(noise, residual, m, n_steps, hyper.obs_noise_rate)
+        return (state, t + jnp.asarray(m.shape[0], t.dtype), noise), out
 
-    (state, _), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32)), (xs, ys, weights))
-    return state, out
+    noise = hyper.obs_noise
+    if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
+        noise = jnp.broadcast_to(noise, ys.shape[-1:])
+    (state, _, noise), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32), noise), (xs, ys, weights))
+    return ((state, noise) if dynamics.adaptive_obs_noise else state), out
 
 
 @_jit(static_argnames=("config", "record"))
-def _scan(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key):
+def _scan(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent):
     _TRACES["filter"] += 1
-    return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key)
+    return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent)
 
 
 @_jit(static_argnames=("config", "record", "hyper_axes", "vectorize"))
@@ -221,26 +254,29 @@ def _sweep_scan(
     t0,
     record,
     record_key,
+    latents,
     hyper_axes,
     vectorize,
 ):
     _TRACES["sweep"] += 1
 
-    def one_member(state, hyper, key):
-        return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key)
+    def one_member(state, hyper, key, latent):
+        return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent)
 
     if vectorize:
         # The data and the step count are shared: the lax.cond on the weights stays a cond.
         # Shared hyperparameters stay unbatched, so branches chosen by their values (the DLR
         # predict step's lax.switch on q and gamma) are still taken, not all evaluated.
-        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0))(states, hypers, keys)
+        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0, 0))(states, hypers, keys, latents)
     varying = Hyperparameters(*(h if axis == 0 else None for h, axis in zip(hypers, hyper_axes)))
 
     def member(args):
-        state, values, key = args
-        return one_member(state, Hyperparameters(*(v if v is not None else h for v, h in zip(values, hypers))), key)
+        state, values, key, latent = args
+        return one_member(
+            state, Hyperparameters(*(v if v is not None else h for v, h in zip(values, hypers))), key, latent
+        )
 
-    return jax.lax.map(member, (states, varying, keys))
+    return jax.lax.map(member, (states, varying, keys, latents))
 
 
 def _bucket(n_steps: int) -> int:
@@ -260,6 +296,7 @@ def run_filter(
     record_key: jax.Array | None = None,
     sample_weight=None,
     callback=None,
+    latent_prior: LatentPrior | None = None,
 ):
     """Update the belief ``state`` with observations ``(X, Y)`` in order.
 
@@ -297,6 +334,10 @@ def run_filter(
         ``STEP_BUCKETS[-1]`` steps has been computed (for progress reports):
         ``n_rows_done`` counts the rows of ``X`` absorbed so far and ``records`` is the
         chunk's ``(log_prob, mean)`` (None without ``record``).
+    latent_prior : LatentPrior, optional
+        The initial prior ``N(mu_0, eta_0^{-1} I)``; required by Bayesian and hybrid
+        inflation (``config.dynamics``), ignored otherwise. The prior at step ``k`` is
+        that of ``k = n_seen // batch_size`` predict steps of the constant dynamics.
 
     Returns
     -------
@@ -304,14 +345,21 @@ def run_filter(
     log_prob, mean : ndarrays of shape (N,) and (N, C)
         Only with ``record``: ``log p(y_n | x_n, y_{<n})`` and the predictive mean of
         ``y_n`` (class probabilities for a categorical likelihood).
+    obs_noise : array of shape (C,)
+        Last, only when ``config.dynamics`` estimates the observation noise: the estimate
+        after the last row, to pass as ``hyper.obs_noise`` to the next call.
     """
     if key is None:
         key = jax.random.PRNGKey(0)
     dtype = state.mean.dtype
     # Same dtype and weak-type status on every call, so Python floats never retrace.
     hyper = Hyperparameters(*(jnp.asarray(h, dtype) for h in hyper))
+    if config.dynamics.adaptive_obs_noise:  # the estimate is carried as one value per output
+        hyper = hyper._replace(obs_noise=jnp.broadcast_to(hyper.obs_noise, np.shape(Y)[1:]))
+    latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
-        _scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0, sample_weight, callback
+        _scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0, sample_weight, callback,
+        latent_prior,
     )
 
 
@@ -329,6 +377,7 @@ def run_sweep(
     vectorize: bool | None = None,
     sample_weight=None,
     callback=None,
+    latent_prior: LatentPrior | None = None,
 ):
     """Run ``K`` filters side by side on the same stream, in one compiled scan.
 
@@ -369,12 +418,16 @@ def run_sweep(
         Row weights shared by every member, as for :func:`run_filter`.
     callback : callable, optional
         As for :func:`run_filter`; the records have the members' leading axis.
+    latent_prior : LatentPrior, optional
+        As for :func:`run_filter`, with leading axis ``K`` (one initial prior per member).
 
     Returns
     -------
     states : the updated family states, leading axis ``K``.
     log_prob, mean : ndarrays of shape (K, N) and (K, N, C)
         Only with ``record``.
+    obs_noise : array of shape (K, C)
+        Last, only when ``config.dynamics`` estimates the observation noise.
     """
     dtype = states.mean.dtype
     n_members = states.mean.shape[0]
@@ -386,6 +439,10 @@ def run_sweep(
     if keys.shape[0] != n_members:
         raise ValueError(f"keys must hold one key per member ({n_members}), got shape {keys.shape}.")
     hypers = Hyperparameters(*(jnp.asarray(h, dtype) for h in hypers))
+    if config.dynamics.adaptive_obs_noise:  # one estimate per member and output
+        noise = hypers.obs_noise
+        noise = noise[:, None] if noise.ndim == 1 else noise
+        hypers = hypers._replace(obs_noise=jnp.broadcast_to(noise, (n_members, np.shape(Y)[1])))
     for name, h in zip(Hyperparameters._fields, hypers):
         if h.ndim and h.shape[0] != n_members:
             raise ValueError(
@@ -395,9 +452,23 @@ def run_sweep(
     if vectorize is None:
         vectorize = jax.default_backend() != "cpu"
     scan = partial(_sweep_scan, hyper_axes=tuple(0 if h.ndim else None for h in hypers), vectorize=bool(vectorize))
+    latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
-        scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1, sample_weight, callback
+        scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1, sample_weight, callback,
+        latent_prior,
     )
+
+
+def _latent_prior(config: FilterConfig, latent_prior: LatentPrior | None, dtype) -> LatentPrior | None:
+    """The latent prior in ``dtype`` when the dynamics need it, else None (never traced)."""
+    if not config.dynamics.needs_latent_prior:
+        return None
+    if latent_prior is None:
+        raise ValueError(
+            f"inflation={config.dynamics.inflation!r} needs latent_prior=LatentPrior(mu_0, eta_0), the initial "
+            "prior that it mixes back in (LO-FI Eqs. 74-79)."
+        )
+    return LatentPrior(*(jnp.asarray(a, dtype) for a in latent_prior))
 
 
 def init_sweep(family, mean0, sigma0):
@@ -423,7 +494,7 @@ def init_sweep(family, mean0, sigma0):
 
 
 def _run_chunks(
-    scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback=None
+    scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent
 ):
     """Feed ``(X, Y)`` and the row weights to the jitted ``scan`` in bucket-sized chunks;
     ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
@@ -431,6 +502,7 @@ def _run_chunks(
     X = np.asarray(X)
     Y = np.asarray(Y)
     dtype = state.mean.dtype
+    adaptive = config.dynamics.adaptive_obs_noise
     weights = _row_weights(weights, X.shape[0], dtype)
     if record_key is None:
         record_key = jax.random.PRNGKey(0)
@@ -456,7 +528,11 @@ def _run_chunks(
             n_seen + start * batch_size,
             record,
             record_key,
+            latent,
         )
+        if adaptive:  # the noise estimate goes on to the next chunk
+            state, noise = state
+            hyper = hyper._replace(obs_noise=noise)
         if record is not None:
             n_rows = X[rows].shape[0]
             records.append(
@@ -471,13 +547,17 @@ def _run_chunks(
         if callback is not None:
             jax.block_until_ready(state)  # the chunk is computed, not only dispatched
             callback(min(start * batch_size, X.shape[0]), records[-1] if record is not None else None)
+    extra = (hyper.obs_noise,) if adaptive else ()
     if record is None:
-        return state
+        return (state, *extra) if adaptive else state
     lead = state.mean.shape[:n_lead]
     if not records:
-        return state, np.zeros((*lead, 0)), np.zeros((*lead, 0, Y.shape[1]))
-    return state, np.concatenate([r[0] for r in records], axis=n_lead), np.concatenate(
-        [r[1] for r in records], axis=n_lead
+        return state, np.zeros((*lead, 0)), np.zeros((*lead, 0, Y.shape[1])), *extra
+    return (
+        state,
+        np.concatenate([r[0] for r in records], axis=n_lead),
+        np.concatenate([r[1] for r in records], axis=n_lead),
+        *extra,
     )
 
 

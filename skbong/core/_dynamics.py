@@ -1,0 +1,144 @@
+"""The state-space side of the filter: time-varying dynamics, covariance inflation and an
+online estimate of the observation noise (LO-FI Eq. 14, Appendices C.2 and E).
+
+:class:`Dynamics` is a frozen value of the filter config. Its continuous parameters (the
+inflation factor ``alpha``, the noise-estimate rate ``eps_min``) are traced
+hyperparameters; what it holds statically is the *form*: which inflation, whether the
+noise is estimated, and optional schedules ``t -> gamma_t`` and ``t -> q_t``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["INFLATIONS", "Dynamics", "LatentPrior", "latent_prior_at", "inflate", "update_noise_estimate"]
+
+#: Covariance inflation of LO-FI Appendix E: discount the likelihood only ("bayesian",
+#: E.1), the whole posterior ("simple", E.2), or the likelihood with the prior's
+#: variance about the posterior mean ("hybrid", E.3).
+INFLATIONS = ("bayesian", "simple", "hybrid")
+
+
+class LatentPrior(NamedTuple):
+    """The initial prior ``N(mean, precision^{-1} I)`` of the state-space model (LO-FI Eq. 75
+    at ``t = 0``), which Bayesian and hybrid inflation mix back in.
+
+    Attributes
+    ----------
+    mean : array of shape (P,)
+        ``mu_0``.
+    precision : array, scalar
+        ``eta_0 = sigma0^{-2}``.
+    """
+
+    mean: jax.Array
+    precision: jax.Array
+
+
+@dataclass(frozen=True)
+class Dynamics:
+    """How the belief moves between observations and what the filter estimates online.
+
+    Parameters
+    ----------
+    decay : callable or None
+        ``decay(t) -> gamma_t``, a JAX-traceable function of the index ``t`` (int32) of the
+        step's first row, replacing the constant ``Hyperparameters.dynamics_decay``. None
+        keeps the constant.
+    process_noise : callable or None
+        ``process_noise(t) -> q_t``, likewise (e.g. a burst of noise where the user knows
+        that the task changes). None keeps the constant.
+    inflation : {"bayesian", "simple", "hybrid"} or None
+        Covariance inflation by ``1 + alpha`` before each predict step (LO-FI Eqs. 79-81,
+        84-86, 89-91), with ``alpha = Hyperparameters.inflation``. "bayesian" and "hybrid"
+        need the latent prior of Eq. 75, computed in closed form from constant dynamics:
+        they refuse schedules.
+    adaptive_obs_noise : bool
+        Estimate the Gaussian observation variance online from the one-step-ahead
+        residuals (LO-FI Eq. 66, per output) instead of keeping it fixed.
+    """
+
+    decay: Callable | None = None
+    process_noise: Callable | None = None
+    inflation: str | None = None
+    adaptive_obs_noise: bool = False
+
+    def __post_init__(self):
+        if self.inflation is not None and self.inflation not in INFLATIONS:
+            raise ValueError(f"Unknown inflation {self.inflation!r}; choose one of {list(INFLATIONS)} or None.")
+        if self.inflation in ("bayesian", "hybrid") and (self.decay is not None or self.process_noise is not None):
+            raise ValueError(
+                f"inflation={self.inflation!r} mixes in the latent prior of LO-FI Eq. 75, which skbong computes in "
+                "closed form for constant dynamics; it cannot follow a decay or process-noise schedule. Use "
+                "inflation='simple' with a schedule, or constant dynamics."
+            )
+
+    @property
+    def needs_latent_prior(self) -> bool:
+        """Whether the filter needs :class:`LatentPrior` (Bayesian and hybrid inflation)."""
+        return self.inflation in ("bayesian", "hybrid")
+
+    def at(self, t: jax.Array, decay: jax.Array, process_noise: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(gamma_t, q_t)`` of the step whose first row has index ``t``."""
+        dtype = decay.dtype
+        gamma = decay if self.decay is None else jnp.asarray(self.decay(t), dtype)
+        q = process_noise if self.process_noise is None else jnp.asarray(self.process_noise(t), dtype)
+        return gamma, q
+
+
+def latent_prior_at(n_steps: jax.Array, prior: LatentPrior, decay, process_noise) -> tuple[jax.Array, jax.Array]:
+    """``(Gamma_k mu_0, eta_k)`` after ``k = n_steps`` predict steps of constant dynamics.
+
+    LO-FI Eqs. 76-77: ``eta_k^{-1} = gamma^2 eta_{k-1}^{-1} + q`` and ``Gamma_k = gamma^k``, so
+    ``eta_k^{-1} = gamma^{2k} / eta_0 + q (1 - gamma^{2k}) / (1 - gamma^2)`` (``q k`` at
+    ``gamma = 1``), written with ``expm1`` so that ``gamma`` near 1 loses no digits.
+    """
+    k = jnp.asarray(n_steps, decay.dtype)
+    log_decay = jnp.log(decay)
+    ratio = jnp.where(decay == 1, k, jnp.expm1(2 * k * log_decay) / jnp.where(decay == 1, 1.0, jnp.expm1(2 * log_decay)))
+    variance = jnp.exp(2 * k * log_decay) / prior.precision + process_noise * ratio
+    return jnp.exp(k * log_decay) * prior.mean, 1.0 / variance
+
+
+def inflate(family, state, kind: str, alpha, latent_mean=None, latent_precision=None):
+    """Inflate the posterior before the predict step (LO-FI Appendix E; F.6 for spherical).
+
+    With the belief's precision ``Lambda`` and ``eta = latent_precision``:
+
+    * "simple" (Eqs. 84-86): ``Lambda / (1 + alpha)``, mean unchanged;
+    * "hybrid" (Eqs. 89-91): ``(Lambda + alpha eta I) / (1 + alpha)``, mean unchanged;
+    * "bayesian" (Eqs. 79-81): the hybrid precision, and the mean pulled towards the
+      latent prior mean ``Gamma mu_0``:
+      ``mu + alpha eta / (1 + alpha) Lambda_hat^{-1} (Gamma mu_0 - mu)``.
+
+    For diagonal-plus-low-rank precisions ``Upsilon + W W^T`` these are Eqs. 80-81:
+    ``Upsilon`` moves and ``W`` is divided by ``sqrt(1 + alpha)``; a spherical ``Upsilon =
+    eta I`` stays as it is under the Bayesian and hybrid forms (Eqs. 121, 127).
+    """
+    scale = 1.0 / (1.0 + alpha)
+    if kind == "simple":
+        return family.rescale_precision(state, scale, 0.0)
+    shift = alpha * latent_precision * scale
+    inflated = family.rescale_precision(state, scale, shift)
+    if kind == "hybrid":
+        return inflated
+    pull = family.covariance_dot(inflated, latent_mean - state.mean)
+    return inflated._replace(mean=state.mean + shift * pull)
+
+
+def update_noise_estimate(obs_noise, residual, weight, n_steps, rate):
+    """One step of LO-FI Eq. 66 per output: ``R <- (1 - eps) R + eps e^2``.
+
+    ``e^2`` is the weighted mean over the step's rows of the squared one-step-ahead residual
+    ``y - h(x, mu_{t|t-1})``; ``eps = max(rate, 1 / (k + 2))`` after ``k`` steps, so the
+    initial value counts as one observation (Eq. 66 with ``eps_t = max(eps_min, 1/t)``
+    would replace it by the first squared residual). A step without weight leaves ``R``.
+    """
+    total = jnp.sum(weight)
+    squared = jnp.sum(weight[:, None] * residual**2, axis=0) / jnp.where(total > 0, total, 1.0)
+    eps = jnp.maximum(rate, 1.0 / (jnp.asarray(n_steps, obs_noise.dtype) + 2.0))
+    return jnp.where(total > 0, (1 - eps) * obs_noise + eps * squared, obs_noise * jnp.ones_like(squared))

@@ -1,0 +1,293 @@
+"""LO-FI's extras against the paper's algorithms written out densely, in float64.
+
+* spherical LO-FI: Algorithms 6-7 (LO-FI Appendix F), with ``U``, ``lambda`` and ``eta``
+  kept explicitly and the SVD of Eqs. 115-116;
+* covariance inflation: Eqs. 79-81 (Bayesian), 84-86 (simple), 89-91 (hybrid) on a dense
+  precision, with the latent prior of Eqs. 75-77 run as a recursion;
+* the online noise estimate of Eq. 66 around a dense extended Kalman filter;
+* dynamics that vary over time: a dense EKF with ``gamma_t`` and ``q_t`` per step.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from skbong.core import (
+    Dynamics,
+    Hyperparameters,
+    LatentPrior,
+    init_sweep,
+    make_config,
+    run_filter,
+    run_sweep,
+)
+
+N_IN, N_HIDDEN = 2, 3
+
+
+def network(n_out):
+    """A small tanh network ``theta -> f(theta, x)`` of ``P = 3 N_HIDDEN + 3 + N_HIDDEN n_out``."""
+    n_first = N_IN * N_HIDDEN + N_HIDDEN
+
+    def apply(theta, x):
+        w1 = theta[: N_IN * N_HIDDEN].reshape(N_IN, N_HIDDEN)
+        b1 = theta[N_IN * N_HIDDEN : n_first]
+        w2 = theta[n_first:].reshape(N_HIDDEN, n_out)
+        return jnp.tanh(x @ w1 + b1) @ w2
+
+    return apply, n_first + N_HIDDEN * n_out
+
+
+def stream(n_rows, n_out, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_rows, N_IN))
+    Y = np.stack([np.sin(X[:, 0] + k) + 0.3 * X[:, 1] for k in range(n_out)], axis=1)
+    return X, Y + 0.2 * rng.normal(size=Y.shape)
+
+
+def dense_ekf_update(apply, mean, cov, x, y, obs_noise):
+    """One extended Kalman update (BONG-LIN-HESS-FC on a Gaussian likelihood)."""
+    h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
+    innovation = h @ cov @ h.T + np.diag(np.broadcast_to(obs_noise, (h.shape[0],)))
+    gain = np.linalg.solve(innovation, h @ cov).T
+    residual = y - np.asarray(apply(mean, x[None])[0])
+    return mean + gain @ residual, cov - gain @ innovation @ gain.T
+
+
+# ---------------------------------------------------------------------- spherical LO-FI
+def test_spherical_lofi_matches_algorithms_6_and_7(x64):
+    """``family="slr"``: mean and precision ``eta I + U Lambda^2 U^T`` of Algorithms 6-7."""
+    apply, n_params = network(2)
+    X, Y = stream(12, 2)
+    rank, sigma0, obs_noise, decay, q = 3, 0.7, 0.3, 0.98, 0.01
+    mean0 = np.random.default_rng(1).normal(scale=0.5, size=n_params)
+
+    mean, eta = mean0.copy(), sigma0**-2
+    u, lam = np.zeros((n_params, rank)), np.zeros(rank)
+    for x, y in zip(X, Y):
+        # Algorithm 6: predict (Eqs. 108-110).
+        mean = decay * mean
+        lam = np.sqrt(decay**2 * lam**2 / ((decay**2 + q * eta) * (decay**2 + q * eta + q * lam**2)))
+        eta = eta / (decay**2 + q * eta)
+        # Algorithm 7: update with the full SVD (Eqs. 114-116).
+        h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
+        a_t = h.T / np.sqrt(obs_noise)  # H^T A^T with A^T = chol(R^{-1})
+        w_ext = np.concatenate([u * lam, a_t], axis=1)
+        residual = y - np.asarray(apply(mean, x[None])[0])
+        inner = np.linalg.solve(eta * np.eye(w_ext.shape[1]) + w_ext.T @ w_ext, w_ext.T)
+        grad = h.T @ residual / obs_noise
+        mean = mean + (grad - w_ext @ (inner @ grad)) / eta
+        left, singular, _ = np.linalg.svd(w_ext, full_matrices=False)
+        u, lam = left[:, :rank], singular[:rank]
+    precision = eta * np.eye(n_params) + (u * lam**2) @ u.T
+
+    config = make_config(apply, "gaussian", "slr", rank)
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    state = run_filter(config, state, X, Y, Hyperparameters(obs_noise, decay, q))
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(state.diag_precision, eta, rtol=1e-11)
+    np.testing.assert_allclose(np.diag(state.diag_precision) + state.low_rank @ state.low_rank.T, precision,
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_spherical_family_refuses_plain_steps():
+    apply, _ = network(1)
+    for algorithm in ("bog", "bbb"):
+        with pytest.raises(ValueError, match="spherical"):
+            make_config(apply, "gaussian", "slr", 2, algorithm)
+
+
+# ---------------------------------------------------------------------------- inflation
+def dense_inflate(kind, alpha, mean, precision, latent_mean, latent_precision):
+    """LO-FI Eqs. 79-81, 84-86 and 89-91 on a dense precision."""
+    eye = np.eye(mean.shape[0])
+    if kind == "simple":
+        return mean, precision / (1 + alpha)
+    inflated = precision / (1 + alpha) + alpha * latent_precision / (1 + alpha) * eye
+    if kind == "hybrid":
+        return mean, inflated
+    pull = np.linalg.solve(inflated, latent_mean - mean)
+    return mean + alpha * latent_precision / (1 + alpha) * pull, inflated
+
+
+@pytest.mark.parametrize("kind", ["bayesian", "simple", "hybrid"])
+@pytest.mark.parametrize("family,rank", [("fc", 1), ("dlr", 30)])
+def test_inflated_filter_matches_dense_recursion(kind, family, rank, x64):
+    """Inflate, predict, update, step after step: a filter with inflation against the dense
+    recursion, the latent prior advanced by Eq. 76 (the filter uses its closed form). DLR
+    of rank >= P keeps the whole precision, so it must agree as well."""
+    apply, n_params = network(1)
+    X, Y = stream(10, 1, seed=2)
+    sigma0, obs_noise, decay, q, alpha = 0.8, 0.2, 0.97, 0.02, 0.3
+    mean0 = np.random.default_rng(3).normal(scale=0.5, size=n_params)
+
+    mean, cov = mean0.copy(), sigma0**2 * np.eye(n_params)
+    latent_mean, latent_precision = mean0.copy(), sigma0**-2
+    for x, y in zip(X, Y):
+        mean, precision = dense_inflate(kind, alpha, mean, np.linalg.inv(cov), latent_mean, latent_precision)
+        mean, cov = decay * mean, decay**2 * np.linalg.inv(precision) + q * np.eye(n_params)
+        latent_mean, latent_precision = decay * latent_mean, 1 / (decay**2 / latent_precision + q)
+        mean, cov = dense_ekf_update(apply, mean, cov, x, y, obs_noise)
+
+    config = make_config(apply, "gaussian", family, rank, dynamics=Dynamics(inflation=kind))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    hyper = Hyperparameters(obs_noise, decay, q, inflation=alpha)
+    state = run_filter(config, state, X, Y, hyper, latent_prior=LatentPrior(mean0, sigma0**-2))
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(config.family.covariance(state), cov, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"])
+@pytest.mark.parametrize("kind", ["bayesian", "simple", "hybrid"])
+def test_inflate_every_family(family, kind, x64):
+    """One inflation of each family's belief equals the dense formula applied to its
+    covariance (every family's precision stays in the family under these maps)."""
+    from skbong.core._dynamics import inflate
+
+    apply, n_params = network(1)
+    X, Y = stream(6, 1, seed=4)
+    config = make_config(apply, "gaussian", family, 3)
+    rng = np.random.default_rng(5)
+    state = config.family.init(jnp.asarray(rng.normal(size=n_params)), jnp.asarray(0.5))
+    state = run_filter(config, state, X, Y, Hyperparameters(0.5, 1.0, 0.0))
+    latent_mean, latent_precision, alpha = rng.normal(size=n_params), 3.0, 0.4
+    inflated = inflate(config.family, state, kind, alpha, jnp.asarray(latent_mean), latent_precision)
+    mean, precision = dense_inflate(kind, alpha, np.asarray(state.mean),
+                                    np.linalg.inv(config.family.covariance(state)), latent_mean, latent_precision)
+    np.testing.assert_allclose(inflated.mean, mean, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.linalg.inv(config.family.covariance(inflated)), precision, rtol=1e-8, atol=1e-9)
+
+
+def test_bayesian_inflation_needs_the_latent_prior():
+    apply, n_params = network(1)
+    config = make_config(apply, "gaussian", "dlr", 2, dynamics=Dynamics(inflation="bayesian"))
+    state = config.family.init(jnp.zeros(n_params), jnp.asarray(1.0))
+    with pytest.raises(ValueError, match="latent_prior"):
+        run_filter(config, state, np.ones((2, N_IN)), np.ones((2, 1)), Hyperparameters(1.0, 1.0, 0.0))
+    with pytest.raises(ValueError, match="schedule"):
+        Dynamics(inflation="hybrid", process_noise=lambda t: 0.1)
+    with pytest.raises(ValueError, match="Unknown inflation"):
+        Dynamics(inflation="bayes")
+
+
+# ------------------------------------------------------------------ online noise estimate
+@pytest.mark.parametrize("n_out", [1, 2])
+def test_adaptive_noise_matches_dense_recursion(n_out, x64):
+    """The EKF with ``R_t`` from Eq. 66 (residuals at ``mu_{t|t-1}``, ``R_{t-1}`` used by
+    step ``t``), and the estimate returned after the last row."""
+    apply, n_params = network(n_out)
+    X, Y = stream(15, n_out, seed=6)
+    sigma0, noise0, rate = 0.6, 1.0, 0.2
+    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
+
+    mean, cov, noise = mean0.copy(), sigma0**2 * np.eye(n_params), np.full(n_out, noise0)
+    for k, (x, y) in enumerate(zip(X, Y)):
+        residual = y - np.asarray(apply(mean, x[None])[0])
+        mean, cov = dense_ekf_update(apply, mean, cov, x, y, noise)
+        eps = max(rate, 1 / (k + 2))
+        noise = (1 - eps) * noise + eps * residual**2
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    # Two calls: the estimate and the step count carry over from one call to the next.
+    hyper = Hyperparameters(noise0, 1.0, 0.0, obs_noise_rate=rate)
+    state, estimate = run_filter(config, state, X[:6], Y[:6], hyper)
+    state, estimate = run_filter(config, state, X[6:], Y[6:], hyper._replace(obs_noise=estimate), n_seen=6)
+    np.testing.assert_allclose(estimate, noise, rtol=1e-9)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
+
+
+def test_adaptive_noise_finds_the_noise_level():
+    """On a long stationary linear-Gaussian stream the estimate approaches the true noise
+    variance (plus the shrinking parameter uncertainty), from far too small and far too
+    large starting values, with forgetting (``eps_min = 0.005``, about the last 400 rows)."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(3000, 4))
+    y = X @ rng.normal(size=4) + 0.5 * rng.normal(size=3000)  # variance 0.25
+
+    def apply(theta, x):
+        return x @ theta[:, None]
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
+    for start in (0.001, 100.0):
+        state = config.family.init(jnp.zeros(4), jnp.asarray(1.0))
+        hyper = Hyperparameters(start, 1.0, 0.0, obs_noise_rate=0.005)
+        _, estimate = run_filter(config, state, X, y[:, None], hyper)
+        assert 0.21 < float(estimate[0]) < 0.29, (start, estimate)
+
+
+def test_adaptive_noise_is_gaussian_only():
+    with pytest.raises(ValueError, match="Gaussian"):
+        make_config(lambda th, x: x, "categorical", "diag", dynamics=Dynamics(adaptive_obs_noise=True))
+
+
+# --------------------------------------------------------------- time-varying dynamics
+def test_schedules_match_dense_recursion(x64):
+    """``gamma_t`` and ``q_t`` from callables of the row index, against a dense EKF with
+    the same per-step values; batches of two rows index the schedule by their first row."""
+    apply, n_params = network(1)
+    X, Y = stream(12, 1, seed=9)
+    sigma0, obs_noise = 0.7, 0.25
+    mean0 = np.random.default_rng(10).normal(scale=0.5, size=n_params)
+
+    def decay_at(t):
+        return 1.0 - 0.01 * (t % 3)
+
+    def noise_at(t):
+        return jnp.where(t == 6, 0.5, 0.001 * t)
+
+    mean, cov = mean0.copy(), sigma0**2 * np.eye(n_params)
+    for t in range(0, 12, 2):
+        gamma, q = float(decay_at(t)), float(noise_at(t))
+        mean, cov = gamma * mean, gamma**2 * cov + q * np.eye(n_params)
+        # A step of two rows: one update with both rows' Jacobians, at one prior.
+        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[t : t + 2]])
+        innovation = h @ cov @ h.T + obs_noise * np.eye(2)
+        gain = np.linalg.solve(innovation, h @ cov).T
+        residual = Y[t : t + 2, 0] - np.asarray(apply(mean, X[t : t + 2])[:, 0])
+        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(decay=decay_at, process_noise=noise_at))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    state = run_filter(config, state, X, Y, Hyperparameters(obs_noise, 1.0, 0.0), batch_size=2)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
+
+
+def test_constant_schedule_equals_constant_dynamics(x64):
+    apply, n_params = network(1)
+    X, Y = stream(8, 1, seed=11)
+    plain = make_config(apply, "gaussian", "dlr", 2)
+    scheduled = make_config(apply, "gaussian", "dlr", 2,
+                            dynamics=Dynamics(decay=lambda t: 0.95, process_noise=lambda t: 0.01))
+    state0 = plain.family.init(jnp.full(n_params, 0.1), jnp.asarray(0.5))
+    expected = run_filter(plain, state0, X, Y, Hyperparameters(0.3, 0.95, 0.01))
+    got = run_filter(scheduled, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
+    for a, b in zip(expected, got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+# ---------------------------------------------------------------------------- sweeps
+def test_sweep_member_matches_single_filter(x64):
+    """Members of a sweep with inflation and a noise estimate equal single filters."""
+    apply, n_params = network(1)
+    X, Y = stream(10, 1, seed=12)
+    dynamics = Dynamics(inflation="bayesian", adaptive_obs_noise=True)
+    config = make_config(apply, "gaussian", "dlr", 3, dynamics=dynamics)
+    mean0 = jnp.asarray(np.random.default_rng(13).normal(scale=0.5, size=n_params))
+    scales = np.array([0.3, 1.0])
+    hypers = Hyperparameters(np.array([0.1, 0.4]), 0.99, 0.01, inflation=np.array([0.1, 0.5]), obs_noise_rate=0.1)
+    latents = LatentPrior(jnp.broadcast_to(mean0, (2, n_params)), scales**-2)
+    for vectorize in (False, True):
+        states, noises = run_sweep(config, init_sweep(config.family, mean0, scales), X, Y, hypers,
+                                   latent_prior=latents, vectorize=vectorize)
+        for k in range(2):
+            state, noise = run_filter(
+                config, config.family.init(mean0, jnp.asarray(scales[k])), X, Y,
+                Hyperparameters(hypers.obs_noise[k], 0.99, 0.01, inflation=hypers.inflation[k], obs_noise_rate=0.1),
+                latent_prior=LatentPrior(mean0, scales[k] ** -2),
+            )
+            np.testing.assert_allclose(states.mean[k], state.mean, rtol=1e-9, atol=1e-11)
+            np.testing.assert_allclose(noises[k], noise, rtol=1e-9)

@@ -29,10 +29,14 @@ from .core import (
     ACTIVATIONS,
     ALGORITHMS,
     DIAG_STEPS,
+    EXTRA_FAMILIES,
     FAMILIES,
     HESSIANS,
+    INFLATIONS,
     MLP,
+    Dynamics,
     Hyperparameters,
+    LatentPrior,
     ModuleSpec,
     PREDICTIVES,
     PluginPredictive,
@@ -87,16 +91,18 @@ _SHARED_PARAMS_DOC = """
         multinomial logistic (classifier) model. Ignored when ``model`` is given.
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Hidden-layer activation. Ignored when ``model`` is given.
-    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr"}, default="dlr"
+    family : {"fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"}, default="dlr"
         Gaussian family of the posterior (BONG paper Sec. 3): full covariance in natural
         ("fc") or moment ("fc_mom") parameters, diagonal in natural ("diag") or moment
-        ("diag_mom") parameters, or diagonal-plus-rank-``rank`` precision ("dlr", LO-FI).
+        ("diag_mom") parameters, diagonal-plus-rank-``rank`` precision ("dlr", LO-FI), or
+        spherical-plus-rank-``rank`` precision ``eta I + W W^T`` ("slr", spherical LO-FI,
+        LO-FI Appendix F: the data enter only ``W``; "bong" and "blr" only).
         "fc" and "fc_mom" store a ``P x P`` matrix; use them for small networks only.
         The moment families take the step of BONG Eqs. 168 and 247, which is not
         guaranteed to keep the covariance positive: with a large ``sigma0`` it can
         break down, and ``fit`` then raises ``FloatingPointError`` (state unchanged).
     rank : int, default=10
-        Rank of the low-rank precision term (``family="dlr"`` only). A rank at or above
+        Rank of the low-rank precision term (``family="dlr"`` or "slr"). A rank at or above
         the number of weights ``P`` makes the precision a full matrix (what "fc" stores
         directly) at a higher cost, so it is capped to ``P`` with a warning.
     algorithm : {"bong", "blr", "bog", "bbb"}, default="bong"
@@ -143,12 +149,27 @@ _SHARED_PARAMS_DOC = """
         predictions are those of the Bayesian model average over the scales, and the
         fitted posterior is the most probable scale's (``sigma0_``, ``sigma0_weights_``).
         A step costs about ``K`` single steps for ``K`` scales.
-    dynamics_decay : float, default=1.0
-        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update.
-    process_noise : float, default=0.0
+    dynamics_decay : float or callable, default=1.0
+        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. A
+        callable ``dynamics_decay(t)`` gives ``gamma_t`` from the number ``t`` of rows
+        absorbed before the step (a JAX int32 scalar; the function is traced into the
+        compiled filter, so write it with ``jax.numpy``).
+    process_noise : float or callable, default=0.0
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``. With the defaults
         ``gamma = 1, q = 0`` the parameters are static; ``q > 0`` lets the model track
-        a drifting stream.
+        a drifting stream. A callable ``process_noise(t)`` gives ``q_t`` as for
+        ``dynamics_decay``, e.g. ``lambda t: jnp.where(t % 1000 == 0, 0.1, 1e-6)`` for
+        a stream whose task changes every 1000 rows.
+    inflation : {"bayesian", "simple", "hybrid"} or None, default=None
+        Covariance inflation before every predict step (LO-FI Appendix E), which
+        discounts past observations by ``1 / (1 + inflation_alpha)`` per step.
+        "simple" multiplies the covariance by ``1 + alpha`` (Eqs. 84-86); "bayesian"
+        discounts the likelihood but not the prior, so the precision decays towards the
+        prior's and the mean is pulled towards the prior mean (Eqs. 79-81); "hybrid"
+        does the same to the precision and leaves the mean (Eqs. 89-91). "bayesian" and
+        "hybrid" need constant dynamics.
+    inflation_alpha : float, default=0.001
+        ``alpha`` of ``inflation`` (unused without it). Changing it never recompiles.
     max_iter : int, default=1
         Passes over the data in ``fit``. Online Bayesian updates are meant to see each
         observation once; more passes count the data several times.
@@ -297,7 +318,7 @@ class _BaseBONG(BaseEstimator):
         "model": [None, callable],
         "hidden_layer_sizes": [tuple, list],
         "activation": [StrOptions(set(ACTIVATIONS))],
-        "family": [StrOptions(set(FAMILIES))],
+        "family": [StrOptions(set(FAMILIES + EXTRA_FAMILIES))],
         "rank": [Interval(Integral, 1, None, closed="left")],
         "algorithm": [StrOptions(set(ALGORITHMS))],
         "hessian": [StrOptions(set(HESSIANS))],
@@ -306,8 +327,10 @@ class _BaseBONG(BaseEstimator):
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
         "diag_step": [StrOptions(set(DIAG_STEPS))],
         "sigma0": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), "array-like"],
-        "dynamics_decay": [Interval(Real, 0, None, closed="neither")],
-        "process_noise": [Interval(Real, 0, None, closed="left")],
+        "dynamics_decay": [Interval(Real, 0, None, closed="neither"), callable],
+        "process_noise": [Interval(Real, 0, None, closed="left"), callable],
+        "inflation": [StrOptions(set(INFLATIONS)), None],
+        "inflation_alpha": [Interval(Real, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "shuffle": ["boolean"],
@@ -335,6 +358,8 @@ class _BaseBONG(BaseEstimator):
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
+        inflation=None,
+        inflation_alpha=0.001,
         max_iter=1,
         batch_size=1,
         shuffle=True,
@@ -357,6 +382,8 @@ class _BaseBONG(BaseEstimator):
         self.sigma0 = sigma0
         self.dynamics_decay = dynamics_decay
         self.process_noise = process_noise
+        self.inflation = inflation
+        self.inflation_alpha = inflation_alpha
         self.max_iter = max_iter
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -464,7 +491,7 @@ class _BaseBONG(BaseEstimator):
 
     def _rank(self, n_params: int) -> int:
         # DLR of rank R >= P is a full precision matrix; a larger R only costs more.
-        return min(self.rank, n_params) if self.family == "dlr" else self.rank
+        return min(self.rank, n_params) if self.family in ("dlr", "slr") else self.rank
 
     def _structure(self, n_params: int, model_structure) -> dict:
         """The parameters that shape the posterior and the network, as used
@@ -475,7 +502,7 @@ class _BaseBONG(BaseEstimator):
             "hidden_layer_sizes": self._hidden_layer_sizes() if builtin else None,
             "activation": self.activation if builtin else None,
             "family": self.family,
-            "rank": self._rank(n_params) if self.family == "dlr" else None,
+            "rank": self._rank(n_params) if self.family in ("dlr", "slr") else None,
             "dtype": self.dtype,
         }
 
@@ -497,9 +524,9 @@ class _BaseBONG(BaseEstimator):
 
     def _config(self, spec: ModuleSpec):
         # make_config raises a clear ValueError for combinations that are not available.
-        if self.algorithm == "blr" and self.family == "dlr" and self.learning_rate > 1:
+        if self.algorithm == "blr" and self.family in ("dlr", "slr") and self.learning_rate > 1:
             raise ValueError(
-                f"algorithm='blr' with family='dlr' needs learning_rate <= 1 (BONG Eq. 294 uses "
+                f"algorithm='blr' with family={self.family!r} needs learning_rate <= 1 (BONG Eq. 294 uses "
                 f"sqrt(1 - alpha)); got {self.learning_rate}."
             )
         return make_config(
@@ -512,7 +539,26 @@ class _BaseBONG(BaseEstimator):
             self.n_inner_steps,
             self.n_mc_samples,
             self.diag_step,
+            dynamics=self._dynamics(),
         )
+
+    def _dynamics(self) -> Dynamics:
+        """The static side of the dynamics: schedules, inflation, noise estimate."""
+        return Dynamics(
+            decay=self.dynamics_decay if callable(self.dynamics_decay) else None,
+            process_noise=self.process_noise if callable(self.process_noise) else None,
+            inflation=self.inflation,
+            adaptive_obs_noise=self._adaptive_obs_noise,
+        )
+
+    @property
+    def _adaptive_obs_noise(self) -> bool:
+        """Whether the observation noise is estimated online (the regressor's "adaptive")."""
+        return False
+
+    def _noise_rate(self) -> float:
+        """``eps_min`` of the online noise estimate (LO-FI Eq. 66)."""
+        return 0.0
 
     def _in_dtype(self, a: np.ndarray, name: str, *, squared: bool = False) -> np.ndarray:
         """``a`` in the computation dtype, refusing values beyond its range: with
@@ -564,14 +610,15 @@ class _BaseBONG(BaseEstimator):
         squeeze: bool = False,
         y_loc_scale: tuple[np.ndarray, np.ndarray] | None = None,
         sample_weight: np.ndarray | None = None,
-    ) -> None:
+    ) -> np.ndarray:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
         Every check that can fail runs before the first attribute is written, so a
         failed call leaves the estimator as it was. ``y_loc_scale`` is the ``(mean,
         scale)`` with which the regressor standardised ``Y``: the prequential record is
         mapped back to the user's units with it. ``sample_weight`` (validated, or None)
-        tempers each row's likelihood.
+        tempers each row's likelihood. Returns the observation noise after the call (the
+        online estimate when the regressor estimates it, else ``obs_noise``), per output.
         """
         rng = check_random_state(self.random_state)
         if reset:
@@ -582,7 +629,7 @@ class _BaseBONG(BaseEstimator):
         else:
             self._check_structure()
             seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
-        if self.family == "dlr" and self.rank >= spec.n_params:
+        if self.family in ("dlr", "slr") and self.rank >= spec.n_params:
             warnings.warn(
                 f"rank={self.rank} is at least the number of weights P={spec.n_params}: a "
                 "diagonal-plus-low-rank precision of rank >= P is a full precision matrix "
@@ -618,9 +665,30 @@ class _BaseBONG(BaseEstimator):
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
             key = jax.random.PRNGKey(seed)
-            if grid is not None:  # one (C,) noise shared by every member of the sweep
-                obs_noise = np.broadcast_to(obs_noise, (grid.size, *np.shape(obs_noise)))
-            hyper = Hyperparameters(obs_noise, self.dynamics_decay, self.process_noise, self.learning_rate)
+            adaptive = config.dynamics.adaptive_obs_noise
+            if grid is not None:
+                if adaptive and not reset and "_member_obs_noise" in self.__dict__:
+                    obs_noise = self._member_obs_noise  # each member goes on with its own estimate
+                else:  # one (C,) noise shared by every member of the sweep
+                    obs_noise = np.broadcast_to(obs_noise, (grid.size, *np.shape(obs_noise)))
+            # A schedule lives in the config; the traced constants are then unused.
+            hyper = Hyperparameters(
+                obs_noise,
+                1.0 if callable(self.dynamics_decay) else self.dynamics_decay,
+                0.0 if callable(self.process_noise) else self.process_noise,
+                self.learning_rate,
+                self.inflation_alpha,
+                self._noise_rate(),
+            )
+            if grid is not None:
+                prior_scales = grid
+            else:
+                prior_scales = self.sigma0 if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", 1.0))
+            # The initial prior, which Bayesian and hybrid inflation mix back in.
+            latent = LatentPrior(
+                jnp.asarray(prior_mean) if grid is None else jnp.broadcast_to(prior_mean, (grid.size, prior_mean.size)),
+                jnp.asarray(prior_scales, self.dtype) ** -2,
+            )
             # Every observation is scored before it is absorbed: the prequential record when
             # asked for, else the plug-in predictive (one forward pass), for the health test.
             record = self._predictive(config) if self.prequential else PluginPredictive()
@@ -640,9 +708,11 @@ class _BaseBONG(BaseEstimator):
                 ws = sample_weight if order is None or sample_weight is None else sample_weight[order]
                 out = run(
                     config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed),
-                    sample_weight=ws, callback=progress,
+                    sample_weight=ws, callback=progress, latent_prior=latent,
                 )
-                state, log_prob, prediction = out
+                state, log_prob, prediction = out[:3]
+                if adaptive:  # the noise estimate goes on to the next pass
+                    hyper = hyper._replace(obs_noise=out[3])
                 if grid is not None:  # averaged chunk by chunk as the pass ran
                     log_prob, prediction, evidence = progress.model_average()
                 log_probs.append(log_prob)
@@ -680,10 +750,11 @@ class _BaseBONG(BaseEstimator):
         else:
             # The scale the posterior was fitted with (older pickles kept it privately).
             prior_scale = float(self.sigma0) if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", None))
-        # With dynamics the prior mean and scale drift; the check holds for static weights.
+        # With dynamics or inflation the belief forgets the prior's mean and scale; the check
+        # holds for static weights.
         conflict = (
             prior_conflict(state[0], prior_mean, prior_scale)
-            if self.dynamics_decay == 1 and self.process_noise == 0
+            if self.dynamics_decay == 1 and self.process_noise == 0 and self.inflation is None
             else 0.0
         )
         if health.diverged_given(conflict):
@@ -742,6 +813,13 @@ class _BaseBONG(BaseEstimator):
             self._log_evidence = evidence
         if reset:
             self._prior_mean = prior_mean
+        obs_noise = np.asarray(hyper.obs_noise, np.float64)
+        if grid is not None:
+            if adaptive:
+                self._member_obs_noise = obs_noise
+            obs_noise = obs_noise[chosen]
+        if not adaptive or grid is None:
+            self.__dict__.pop("_member_obs_noise", None)
         if conflict > PRIOR_CONFLICT and n_seen >= HORIZON:
             warnings.warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
@@ -792,6 +870,7 @@ class _BaseBONG(BaseEstimator):
             # A record with a gap would misstate the stream: a call without recording ends it.
             self.__dict__.pop("prequential_log_prob_", None)
             self.__dict__.pop("prequential_prediction_", None)
+        return obs_noise
 
     @staticmethod
     def _predict_key(seed: int) -> jax.Array:
@@ -983,6 +1062,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
+        inflation=None,
+        inflation_alpha=0.001,
         max_iter=1,
         batch_size=1,
         shuffle=True,
@@ -1007,6 +1088,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,
+            inflation=inflation,
+            inflation_alpha=inflation_alpha,
             max_iter=max_iter,
             batch_size=batch_size,
             shuffle=shuffle,
@@ -1250,12 +1333,21 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     Parameters
     ----------
-    obs_noise : "auto" or float, default="auto"
+    obs_noise : "auto", "adaptive" or float, default="auto"
         Observation variance ``R`` (per output), in the units of ``y`` squared. "auto"
         sets ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
         ``partial_fit`` call, the empirical-Bayes choice of the BONG paper's
         experiments (Sec. 5, "R_t = 0.1 Var(y_{1:T})"); when that call holds fewer than
-        two distinct targets, ``R = 0.1``. The value used is stored in ``obs_noise_``."""
+        two distinct targets, ``R = 0.1``. "adaptive" starts from that value and
+        estimates ``R`` online from the one-step-ahead residuals, ``R <- (1 - eps) R +
+        eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))`` after ``k``
+        steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that changes.
+        The value in use is stored in ``obs_noise_`` (for "adaptive", the latest
+        estimate, which the predictions use).
+    obs_noise_rate : float, default=0.01
+        ``eps_min`` of ``obs_noise="adaptive"``: the weight of the newest residual once
+        the running average has seen ``1 / obs_noise_rate`` steps (about the last
+        ``2 / obs_noise_rate`` rows count); 0 averages all residuals."""
         + _SHARED_PARAMS_DOC
         + """
 
@@ -1301,7 +1393,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     _parameter_constraints: dict = {
         **_BaseBONG._parameter_constraints,
-        "obs_noise": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+        "obs_noise": [StrOptions({"auto", "adaptive"}), Interval(Real, 0, None, closed="neither")],
+        "obs_noise_rate": [Interval(Real, 0, 1, closed="both")],
     }
     _likelihood = "gaussian"
     _baseline_name = "the running mean and variance of y"
@@ -1309,6 +1402,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     def __init__(
         self,
         obs_noise="auto",
+        obs_noise_rate=0.01,
         model=None,
         hidden_layer_sizes=(50,),
         activation="relu",
@@ -1323,6 +1417,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
+        inflation=None,
+        inflation_alpha=0.001,
         max_iter=1,
         batch_size=1,
         shuffle=True,
@@ -1346,6 +1442,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,
+            inflation=inflation,
+            inflation_alpha=inflation_alpha,
             max_iter=max_iter,
             batch_size=batch_size,
             shuffle=shuffle,
@@ -1355,6 +1453,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             dtype=dtype,
         )
         self.obs_noise = obs_noise
+        self.obs_noise_rate = obs_noise_rate
 
     def _predictive(self, config):
         return make_predictive("linearized", self._likelihood)
@@ -1419,7 +1518,10 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Y = self._as_matrix(y)
         if reset:
             loc, scale = self._loc_scale(Y, sample_weight)
-            obs_noise = 0.1 * scale**2 if self.obs_noise == "auto" else np.full(Y.shape[1], float(self.obs_noise))
+            if isinstance(self.obs_noise, str):  # "auto", or where "adaptive" starts
+                obs_noise = 0.1 * scale**2
+            else:
+                obs_noise = np.full(Y.shape[1], float(self.obs_noise))
             y_is_1d = y.ndim == 1
         else:
             if Y.shape[1] != self.obs_noise_.shape[0]:
@@ -1427,7 +1529,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                     f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
                 )
             loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
-        self._fit_stream(
+        final_noise = self._fit_stream(
             X,
             (Y - loc) / scale,
             reset=reset,
@@ -1438,8 +1540,15 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             y_loc_scale=(loc, scale),
             sample_weight=sample_weight,
         )
-        self.obs_noise_ = obs_noise
+        self.obs_noise_ = final_noise * scale**2 if self._adaptive_obs_noise else obs_noise
         self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
+
+    @property
+    def _adaptive_obs_noise(self) -> bool:
+        return self.obs_noise == "adaptive"
+
+    def _noise_rate(self) -> float:
+        return self.obs_noise_rate
 
     @staticmethod
     def _loc_scale(Y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

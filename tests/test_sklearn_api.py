@@ -123,6 +123,9 @@ def _estimators():
     # A custom flax network (issue 20), built by its factory from the data's widths.
     for cls in (BONGClassifier, BONGRegressor):
         yield cls(model=FeatureConv, rank=3, random_state=0)
+    # The continual-learning options (issue 21): spherical LO-FI, inflation, noise estimate.
+    yield BONGClassifier(family="slr", rank=3, inflation="hybrid", random_state=0)
+    yield BONGRegressor(family="slr", rank=3, inflation="bayesian", obs_noise="adaptive", random_state=0)
 
 
 def _expected_failures(estimator):

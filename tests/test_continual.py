@@ -1,0 +1,158 @@
+"""The continual-learning options through the estimators: spherical LO-FI, covariance
+inflation, schedules for the dynamics and the online noise estimate (issue 21 item 1).
+
+The algorithms themselves are checked against dense float64 oracles in
+``tests/core/test_dynamics.py``; here: that the estimators reach them, keep their
+guarantees (clear refusals that lose nothing, no recompilation when tuning, pickling) and
+that each option does what it is for on a stream that needs it.
+"""
+
+import pickle
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.model_selection import GridSearchCV
+
+from skbong import BONGClassifier, BONGRegressor
+from skbong.core import trace_count
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return X / 16, y
+
+
+def task_switch_noise(t):
+    """Process noise at the start of every 400-row block: where the task changes."""
+    return jnp.where(t % 400 == 0, 0.05, 0.0)
+
+
+def test_spherical_family_fits_and_stays_spherical(digits):
+    X, y = digits
+    clf = BONGClassifier(family="slr", rank=10, hidden_layer_sizes=(16,), random_state=0).fit(X[:1200], y[:1200])
+    assert clf.score(X[1200:], y[1200:]) > 0.85
+    diag = np.asarray(clf.posterior_.diag_precision)
+    np.testing.assert_array_equal(diag, diag[0])  # eta I: the data enter W only
+    assert diag[0] == pytest.approx(1 / 0.3**2, rel=1e-6)
+    with pytest.raises(ValueError, match="spherical"):
+        BONGClassifier(family="slr", algorithm="bog").fit(X[:20], y[:20])
+
+
+@pytest.mark.parametrize("inflation", ["bayesian", "simple", "hybrid"])
+def test_inflation_at_zero_alpha_changes_nothing(digits, inflation):
+    """``alpha = 0`` is the identity in all three forms (Eqs. 79-91), and a positive alpha
+    changes the posterior."""
+    X, y = digits
+    params = dict(hidden_layer_sizes=(8,), rank=4, random_state=0, shuffle=False)
+    plain = BONGClassifier(**params).partial_fit(X[:300], y[:300], classes=np.arange(10))
+    zero = BONGClassifier(inflation=inflation, inflation_alpha=0.0, **params)
+    zero.partial_fit(X[:300], y[:300], classes=np.arange(10))
+    np.testing.assert_allclose(zero.posterior_.mean, plain.posterior_.mean, rtol=1e-5, atol=1e-6)
+    moved = BONGClassifier(inflation=inflation, inflation_alpha=0.01, **params)
+    moved.partial_fit(X[:300], y[:300], classes=np.arange(10))
+    assert np.max(np.abs(np.asarray(moved.posterior_.mean) - np.asarray(plain.posterior_.mean))) > 1e-3
+
+
+def test_tuning_alpha_never_recompiles(digits):
+    X, y = digits
+    search = GridSearchCV(
+        BONGClassifier(inflation="bayesian", hidden_layer_sizes=(8,), rank=3, random_state=0),
+        {"inflation_alpha": [1e-4, 1e-3]},
+        cv=2,
+    )
+    search.fit(X[:200], y[:200])
+    before = trace_count()
+    search.set_params(param_grid={"inflation_alpha": [3e-4, 3e-3]}).fit(X[:200], y[:200])
+    assert trace_count() == before
+
+
+def test_refusals_lose_nothing(digits):
+    X, y = digits
+    clf = BONGClassifier(hidden_layer_sizes=(8,), rank=3, random_state=0).fit(X[:100], y[:100])
+    mean = np.asarray(clf.posterior_.mean).copy()
+    clf.set_params(inflation="bayesian", process_noise=task_switch_noise)
+    with pytest.raises(ValueError, match="constant dynamics"):
+        clf.partial_fit(X[100:150], y[100:150])
+    np.testing.assert_array_equal(clf.posterior_.mean, mean)
+    assert clf.t_ == 100
+    with pytest.raises(ValueError, match="inflation"):
+        BONGClassifier(inflation="bayes").fit(X[:20], y[:20])
+
+
+def test_schedule_equals_constant_and_pickles(digits):
+    """A schedule that returns the constant gives the constant's posterior; an estimator
+    with a module-level schedule function pickles and goes on."""
+    X, y = digits
+    params = dict(hidden_layer_sizes=(8,), rank=3, random_state=0, shuffle=False)
+    constant = BONGClassifier(process_noise=1e-4, **params).fit(X[:200], y[:200])
+    scheduled = BONGClassifier(process_noise=lambda t: 1e-4, **params).fit(X[:200], y[:200])
+    np.testing.assert_allclose(scheduled.posterior_.mean, constant.posterior_.mean, rtol=1e-6, atol=1e-7)
+
+    clf = BONGClassifier(process_noise=task_switch_noise, **params).fit(X[:200], y[:200])
+    restored = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(restored.predict_proba(X[200:260]), clf.predict_proba(X[200:260]))
+    restored.partial_fit(X[200:260], y[200:260])
+    assert clone(clf).process_noise is task_switch_noise
+
+
+def test_schedule_recovers_after_a_task_switch(digits):
+    """Permuted digits: a second task with other pixel positions. Noise injected where the
+    task changes lets the filter learn the new task; a static filter, whose posterior has
+    tightened on the first task, learns it more slowly."""
+    X, y = digits
+    rng = np.random.default_rng(0)
+    first, second = X[:800], X[800:1600][:, rng.permutation(64)]
+    stream_X, stream_y = np.concatenate([first, second]), np.concatenate([y[:800], y[800:1600]])
+    accuracy = {}
+    for name, noise in (("static", 0.0), ("schedule", lambda t: jnp.where(t == 800, 0.05, 0.0))):
+        clf = BONGClassifier(hidden_layer_sizes=(32,), process_noise=noise, prequential=True, random_state=0,
+                             shuffle=False)
+        clf.fit(stream_X, stream_y)
+        prob = np.exp(clf.prequential_log_prob_[1000:])  # after the switch has been seen a little
+        accuracy[name] = float(np.mean(prob))
+    assert accuracy["schedule"] > accuracy["static"] + 0.02, accuracy
+
+
+def test_adaptive_noise_follows_a_noise_change():
+    """The noise level jumps from 0.1^2 to 1 half-way: the adaptive estimate follows it.
+    The fixed "auto" noise, 0.1 Var(y) of the quiet half, is 100 times too large there; the
+    adaptive one-step-ahead log-likelihood beats it on the quiet half (0.49 nats per row
+    when written) and is as
+    good on the noisy half."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1600, 3))
+    scale = np.where(np.arange(1600) < 800, 0.1, 1.0)
+    y = 3 * (X[:, 0] + np.sin(X[:, 1])) + scale * rng.normal(size=1600)
+    results, regressors = {}, {}
+    for obs_noise in ("adaptive", "auto"):
+        reg = BONGRegressor(obs_noise=obs_noise, hidden_layer_sizes=(16,), prequential=True, random_state=0)
+        reg.partial_fit(X[:800], y[:800])
+        quiet = float(reg.obs_noise_[0])
+        reg.partial_fit(X[800:], y[800:])
+        log_prob = reg.prequential_log_prob_
+        results[obs_noise] = (quiet, float(reg.obs_noise_[0]), log_prob[200:800].mean(), log_prob[1000:].mean())
+        regressors[obs_noise] = reg
+    quiet, noisy, quiet_loglik, noisy_loglik = results["adaptive"]
+    assert quiet < 0.2 and 0.7 < noisy < 1.6, results
+    assert quiet_loglik > results["auto"][2] + 0.3, results
+    assert noisy_loglik > results["auto"][3] - 0.05, results
+    # The predictions use the latest estimate: the predictive spread covers the new noise.
+    _, std = regressors["adaptive"].predict(X[:50], return_std=True)
+    assert np.all(std >= np.sqrt(noisy) * 0.999)
+
+
+def test_adaptive_noise_with_auto_sigma0_keeps_an_estimate_per_scale():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 3))
+    y = X[:, 0] + 0.3 * rng.normal(size=400)
+    reg = BONGRegressor(obs_noise="adaptive", sigma0="auto", hidden_layer_sizes=(8,), random_state=0)
+    reg.partial_fit(X[:200], y[:200])
+    assert reg._member_obs_noise.shape == (reg.sigma0_grid_.size, 1)
+    chosen = int(np.argmax(reg.sigma0_weights_))
+    assert reg.obs_noise_[0] == pytest.approx(reg._member_obs_noise[chosen, 0] * reg._y_scale[0] ** 2)
+    reg.partial_fit(X[200:], y[200:])
+    assert 0.03 < reg.obs_noise_[0] < 0.3

@@ -730,6 +730,11 @@ class _BaseBONG(BaseEstimator):
                 chosen = int(np.argmax(evidence))
                 state = jax.tree_util.tree_map(lambda leaf: leaf[chosen], members)
         scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
+        # A smaller inflation_alpha is a remedy too: simple inflation widens, without bound,
+        # the variance of every direction the data do not constrain.
+        inflation_hint = (
+            f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
+        )
         if not valid:
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
@@ -742,7 +747,7 @@ class _BaseBONG(BaseEstimator):
                     "family='fc', 'diag' or 'dlr'."
                     if self.family in ("fc_mom", "diag_mom")
                     else f"The prior is too wide for this network and data: lower sigma0 ({scales}), "
-                    "lower the learning rate or scale the inputs."
+                    f"lower the learning rate{inflation_hint} or scale the inputs."
                 )
             )
         if grid is not None:
@@ -750,11 +755,12 @@ class _BaseBONG(BaseEstimator):
         else:
             # The scale the posterior was fitted with (older pickles kept it privately).
             prior_scale = float(self.sigma0) if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", None))
-        # With dynamics or inflation the belief forgets the prior's mean and scale; the check
-        # holds for static weights.
+        # With dynamics the prior mean and scale drift; the check holds for static weights.
+        # Inflation forgets the data, not the prior: weights orders of magnitude past the
+        # prior scale still mean divergence, but a moderate conflict is no longer a warning.
         conflict = (
             prior_conflict(state[0], prior_mean, prior_scale)
-            if self.dynamics_decay == 1 and self.process_noise == 0 and self.inflation is None
+            if self.dynamics_decay == 1 and self.process_noise == 0
             else 0.0
         )
         if health.diverged_given(conflict):
@@ -775,7 +781,9 @@ class _BaseBONG(BaseEstimator):
                 )
                 + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state. "
                 f"Lower sigma0 ({scales}; sigma0^2 times the squared size of the network's gradients must stay "
-                "near the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate."
+                "near the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate"
+                + inflation_hint
+                + "."
             )
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -820,7 +828,7 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
-        if conflict > PRIOR_CONFLICT and n_seen >= HORIZON:
+        if conflict > PRIOR_CONFLICT and n_seen >= HORIZON and self.inflation is None:
             warnings.warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
                 f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
@@ -836,7 +844,7 @@ class _BaseBONG(BaseEstimator):
                 f"is far worse than a constant predictor's ({health.baseline_mean_loss:.3g}, "
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
-                f"({scales}), scale the inputs, or average over the posterior (predictive='probit').",
+                f"({scales}), scale the inputs{inflation_hint}, or average over the posterior (predictive='probit').",
                 ConvergenceWarning,
                 stacklevel=3,
             )

@@ -156,3 +156,15 @@ def test_adaptive_noise_with_auto_sigma0_keeps_an_estimate_per_scale():
     assert reg.obs_noise_[0] == pytest.approx(reg._member_obs_noise[chosen, 0] * reg._y_scale[0] ** 2)
     reg.partial_fit(X[200:], y[200:])
     assert 0.03 < reg.obs_noise_[0] < 0.3
+
+
+def test_runaway_simple_inflation_raises_and_names_alpha(digits):
+    """Simple inflation widens unconstrained directions by ``(1 + alpha)`` per step without
+    bound; a filter that diverges that way is refused, not returned."""
+    X, y = digits
+    clf = BONGClassifier(hidden_layer_sizes=(16,), random_state=0).fit(X[:100], y[:100])
+    mean = np.asarray(clf.posterior_.mean).copy()
+    clf.set_params(inflation="simple", inflation_alpha=0.05)
+    with pytest.raises(FloatingPointError, match="inflation_alpha"):
+        clf.partial_fit(X[100:1100], y[100:1100])
+    np.testing.assert_array_equal(clf.posterior_.mean, mean)

@@ -40,6 +40,9 @@ from .core import (
     ModuleSpec,
     PREDICTIVES,
     PluginPredictive,
+    belief_is_valid,
+    build_module,
+    init_belief,
     make_config,
     init_sweep,
     make_predictive,
@@ -211,6 +214,15 @@ _SHARED_ATTRIBUTES_DOC = """
     sigma0_weights_ : ndarray of shape (K,)
         Posterior probabilities of the scales under a uniform prior over the grid:
         ``softmax`` of their prequential log-evidence on all observations so far."""
+
+
+@jax.jit
+def _stream_keys(seed: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The keys of the filter's draws and of the predictions, from one compiled call.
+
+    Filter steps fold in indices below 2**31; predictions use their own stream."""
+    key = jax.random.PRNGKey(seed)
+    return key, jax.random.fold_in(key, np.uint32(2**32 - 1))
 
 
 def _x64_scope(dtype: str):
@@ -446,11 +458,11 @@ class _BaseBONG(BaseEstimator):
         ``(B, n_features)`` inputs to ``(B, n_outputs)``."""
         if self.model is None:
             sizes = (n_features, *self._hidden_layer_sizes(), n_outputs)
-            module = MLP(sizes, self.activation, nnx.Rngs(seed))
+            module = build_module(MLP, (sizes, self.activation), seed)
         elif isinstance(self.model, nnx.Module):
             module = self.model
         else:
-            module = self.model(n_features, n_outputs, rngs=nnx.Rngs(seed))
+            module = build_module(self.model, (n_features, n_outputs), seed)
             if not isinstance(module, nnx.Module):
                 raise TypeError(
                     "model must be a flax.nnx.Module or a callable model(n_features, n_outputs, rngs=rngs) "
@@ -654,7 +666,7 @@ class _BaseBONG(BaseEstimator):
                 mean0 = jnp.asarray(prior_mean)
                 grid = self._sigma0_grid()
                 if grid is None:
-                    state = config.family.init(mean0, jnp.asarray(self.sigma0, self.dtype))
+                    state = init_belief(config.family, mean0, np.asarray(self.sigma0, self.dtype))
                 else:  # the filters of every prior scale, stacked on a leading axis
                     state = init_sweep(config.family, mean0, grid.astype(self.dtype))
                 evidence = np.zeros(1 if grid is None else grid.size)
@@ -664,7 +676,7 @@ class _BaseBONG(BaseEstimator):
                 state = jax.tree_util.tree_map(jnp.asarray, self.posterior_ if grid is None else self._members)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
-            key = jax.random.PRNGKey(seed)
+            key = _stream_keys(np.int32(seed))[0]
             adaptive = config.dynamics.adaptive_obs_noise
             if grid is not None:
                 if adaptive and not reset and "_member_obs_noise" in self.__dict__:
@@ -686,8 +698,8 @@ class _BaseBONG(BaseEstimator):
                 prior_scales = self.sigma0 if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", 1.0))
             # The initial prior, which Bayesian and hybrid inflation mix back in.
             latent = LatentPrior(
-                jnp.asarray(prior_mean) if grid is None else jnp.broadcast_to(prior_mean, (grid.size, prior_mean.size)),
-                jnp.asarray(prior_scales, self.dtype) ** -2,
+                prior_mean if grid is None else np.broadcast_to(prior_mean, (grid.size, prior_mean.size)),
+                np.asarray(prior_scales, self.dtype) ** -2,
             )
             # Every observation is scored before it is absorbed: the prequential record when
             # asked for, else the plug-in predictive (one forward pass), for the health test.
@@ -720,12 +732,12 @@ class _BaseBONG(BaseEstimator):
                 health = update_health(health, self._likelihood, ys, log_prob, prediction)
                 n_seen += X.shape[0]
             if grid is None:
-                valid = bool(config.family.is_valid(state))
+                valid = bool(belief_is_valid(config.family, state))
                 chosen = 0
             else:
                 # A member whose belief broke down drops out of the average for good.
                 members = state
-                evidence = np.where(np.asarray(jax.vmap(config.family.is_valid)(members)), evidence, -np.inf)
+                evidence = np.where(np.asarray(belief_is_valid(config.family, members)), evidence, -np.inf)
                 valid = bool(np.isfinite(evidence).any())
                 chosen = int(np.argmax(evidence))
                 state = jax.tree_util.tree_map(lambda leaf: leaf[chosen], members)
@@ -882,8 +894,7 @@ class _BaseBONG(BaseEstimator):
 
     @staticmethod
     def _predict_key(seed: int) -> jax.Array:
-        # Filter steps fold in indices below 2**31; predictions use their own stream.
-        return jax.random.fold_in(jax.random.PRNGKey(seed), np.uint32(2**32 - 1))
+        return _stream_keys(np.int32(seed))[1]
 
     def _predict_distribution(self, X):
         """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""

@@ -63,6 +63,8 @@ from ._filter import (
     PREDICT_CHUNK,
     STEP_BUCKETS,
     Hyperparameters,
+    belief_is_valid,
+    init_belief,
     init_sweep,
     predict_at,
     predict_distribution,
@@ -73,7 +75,17 @@ from ._filter import (
     update_step,
 )
 from ._likelihoods import Categorical, Gaussian
-from ._models import ACTIVATIONS, MLP, MLPSpec, ModuleSpec, PatchConv, flatten_module, has_convolution, module_params
+from ._models import (
+    ACTIVATIONS,
+    MLP,
+    MLPSpec,
+    ModuleSpec,
+    PatchConv,
+    build_module,
+    flatten_module,
+    has_convolution,
+    module_params,
+)
 from ._predictive import (
     CategoricalPredictive,
     GaussianPredictive,
@@ -131,6 +143,7 @@ __all__ = [
     "UNDEFINED",
     "UpdateRule",
     "apply_rule",
+    "build_module",
     "filter_posterior",
     "flatten_module",
     "has_convolution",
@@ -152,6 +165,8 @@ __all__ = [
     "run_filter",
     "run_sweep",
     "init_sweep",
+    "init_belief",
+    "belief_is_valid",
     "trace_count",
     "update_step",
     "undefined_reason",

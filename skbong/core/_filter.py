@@ -28,6 +28,8 @@ __all__ = [
     "run_filter",
     "run_sweep",
     "init_sweep",
+    "init_belief",
+    "belief_is_valid",
     "predict_distribution",
     "predict_at",
     "sample_posterior",
@@ -62,19 +64,24 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 MATMUL_PRECISION = "highest"
 
 
+#: XLA options, on CPU, of the programs that run once per fit (the prior, the validity
+#: check): no backend optimisation, which took most of their compile time.
+CPU_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
 @lru_cache(maxsize=None)
-def _compiler_options(backend: str) -> tuple[tuple[str, str], ...]:
-    """``CPU_COMPILER_OPTIONS`` on a CPU backend whose jaxlib accepts them, else none."""
+def _compiler_options(backend: str, cpu_options: tuple[tuple, ...]) -> tuple[tuple, ...]:
+    """``cpu_options`` on a CPU backend whose jaxlib accepts them, else none."""
     if backend != "cpu":
         return ()
     try:
-        jax.jit(lambda x: x + 1, compiler_options=CPU_COMPILER_OPTIONS).lower(1.0).compile()
+        jax.jit(lambda x: x + 1, compiler_options=dict(cpu_options)).lower(1.0).compile()
     except Exception:  # an option this jaxlib does not know: keep XLA's defaults
         return ()
-    return tuple(CPU_COMPILER_OPTIONS.items())
+    return cpu_options
 
 
-def _jit(static_argnames):
+def _jit(static_argnames, cpu_options: dict = CPU_COMPILER_OPTIONS):
     """``jax.jit`` with the backend's compiler options, chosen at the first call (not at
     import, which must not start a JAX backend), traced and run at ``MATMUL_PRECISION``."""
 
@@ -83,7 +90,7 @@ def _jit(static_argnames):
 
         @wraps(fun)
         def call(*args, **kwargs):
-            options = _compiler_options(jax.default_backend())
+            options = _compiler_options(jax.default_backend(), tuple(cpu_options.items()))
             if options not in compiled:
                 compiled[options] = jax.jit(fun, static_argnames=static_argnames, compiler_options=dict(options))
             with jax.default_matmul_precision(MATMUL_PRECISION):
@@ -352,8 +359,9 @@ def run_filter(
     if key is None:
         key = jax.random.PRNGKey(0)
     dtype = state.mean.dtype
-    # Same dtype and weak-type status on every call, so Python floats never retrace.
-    hyper = Hyperparameters(*(jnp.asarray(h, dtype) for h in hyper))
+    # Same dtype and weak-type status on every call, so Python floats never retrace; numpy
+    # converts them without compiling a conversion per dtype.
+    hyper = Hyperparameters(*(_as_hyper(h, dtype) for h in hyper))
     if config.dynamics.adaptive_obs_noise:  # the estimate is carried as one value per output
         hyper = hyper._replace(obs_noise=jnp.broadcast_to(hyper.obs_noise, np.shape(Y)[1:]))
     latent_prior = _latent_prior(config, latent_prior, dtype)
@@ -438,7 +446,7 @@ def run_sweep(
         keys = jnp.broadcast_to(keys, (n_members, *keys.shape))
     if keys.shape[0] != n_members:
         raise ValueError(f"keys must hold one key per member ({n_members}), got shape {keys.shape}.")
-    hypers = Hyperparameters(*(jnp.asarray(h, dtype) for h in hypers))
+    hypers = Hyperparameters(*(_as_hyper(h, dtype) for h in hypers))
     if config.dynamics.adaptive_obs_noise:  # one estimate per member and output
         noise = hypers.obs_noise
         noise = noise[:, None] if noise.ndim == 1 else noise
@@ -459,6 +467,12 @@ def run_sweep(
     )
 
 
+def _as_hyper(value, dtype):
+    """A hyperparameter as an array of ``dtype``: numpy for host values, JAX's for device
+    arrays (an estimate carried over from the previous call)."""
+    return value.astype(dtype) if isinstance(value, jax.Array) else np.asarray(value, dtype)
+
+
 def _latent_prior(config: FilterConfig, latent_prior: LatentPrior | None, dtype) -> LatentPrior | None:
     """The latent prior in ``dtype`` when the dynamics need it, else None (never traced)."""
     if not config.dynamics.needs_latent_prior:
@@ -469,6 +483,33 @@ def _latent_prior(config: FilterConfig, latent_prior: LatentPrior | None, dtype)
             "prior that it mixes back in (LO-FI Eqs. 74-79)."
         )
     return LatentPrior(*(jnp.asarray(a, dtype) for a in latent_prior))
+
+
+@_jit(static_argnames="family", cpu_options=CPU_RUN_ONCE_OPTIONS)
+def init_belief(family, mean0, sigma0):
+    """The prior belief ``N(mean0, sigma0^2 I)`` of ``family``: ``family.init`` as one
+    compiled program per family and shape (eagerly, each of its few ops compiles alone).
+
+    Parameters
+    ----------
+    family : a Gaussian family (``config.family``)
+    mean0 : array of shape (P,)
+    sigma0 : scalar
+
+    Returns
+    -------
+    family state NamedTuple
+    """
+    return family.init(jnp.asarray(mean0), jnp.asarray(sigma0, jnp.asarray(mean0).dtype))
+
+
+@_jit(static_argnames="family", cpu_options=CPU_RUN_ONCE_OPTIONS)
+def belief_is_valid(family, state) -> jax.Array:
+    """``family.is_valid(state)`` compiled once per family and shape; a state with a
+    leading members axis (a sweep) gives one flag per member."""
+    if state.mean.ndim == 2:
+        return jax.vmap(family.is_valid)(state)
+    return family.is_valid(state)
 
 
 def init_sweep(family, mean0, sigma0):
@@ -490,6 +531,11 @@ def init_sweep(family, mean0, sigma0):
     n_members = max(mean0.shape[0] if mean0.ndim == 2 else 1, sigma0.shape[0] if sigma0.ndim else 1)
     mean0 = jnp.broadcast_to(mean0, (n_members, mean0.shape[-1]))
     sigma0 = jnp.broadcast_to(sigma0, (n_members,))
+    return _init_members(family, mean0, sigma0)
+
+
+@_jit(static_argnames="family", cpu_options=CPU_RUN_ONCE_OPTIONS)
+def _init_members(family, mean0, sigma0):
     return jax.vmap(family.init)(mean0, sigma0)
 
 

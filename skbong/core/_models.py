@@ -10,9 +10,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.flatten_util import ravel_pytree
 
-__all__ = ["ACTIVATIONS", "MLP", "MLPSpec", "ModuleSpec", "PatchConv", "flatten_module", "has_convolution", "module_params"]
+__all__ = [
+    "ACTIVATIONS",
+    "MLP",
+    "MLPSpec",
+    "ModuleSpec",
+    "PatchConv",
+    "build_module",
+    "flatten_module",
+    "has_convolution",
+    "module_params",
+]
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "identity": lambda x: x,
@@ -135,10 +144,54 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
     return spec.apply, module_params(module)
 
 
-def module_params(module: nnx.Module) -> jax.Array:
-    """The module's ``nnx.Param`` variables raveled into one vector (``ModuleSpec``'s order)."""
+#: XLA options of the initialiser on a CPU: no backend optimisation. It runs once per fit,
+#: and optimising it cost most of a first fit's compile time: the truncated normal of a
+#: 50 x 10 kernel compiled in 1.07 s, 0.13 s without (the same run time, 0.7 ms).
+INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+@lru_cache(maxsize=64)
+def _compiled_initialiser(factory: Callable, args: tuple, backend: str) -> Callable:
+    """``seed -> state`` of ``factory(*args, rngs=nnx.Rngs(seed))``, compiled once per
+    ``(factory, args)`` and backend."""
+
+    def initialise(seed):
+        # nnx.Rngs(seed) makes jax.random.key(seed) of a Python int; a traced seed needs the key.
+        return nnx.state(factory(*args, rngs=nnx.Rngs(jax.random.key(seed))))
+
+    return jax.jit(initialise, compiler_options=INIT_COMPILER_OPTIONS if backend == "cpu" else None)
+
+
+def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
+    """``factory(*args, rngs=nnx.Rngs(seed))`` with all its initialisers run as one
+    compiled program.
+
+    Built eagerly, every initialiser op compiles on its own the first time it meets a
+    shape: the MLP of a first ``fit`` on digits took 17 compilations, two truncated normals
+    among them at 0.3-1 s each. Here the graph comes from an abstract evaluation and the
+    weights from one compiled call, cached per ``(factory, args)`` so that refits and
+    search candidates reuse it; the seed is traced. The weights are those of the eager
+    construction (the same random bits and formulas; round-off may differ by an ulp).
+    A factory that cannot be hashed, or that does not return a module, runs eagerly.
+    """
+    try:
+        initialiser = _compiled_initialiser(factory, args, jax.default_backend())
+        abstract = nnx.eval_shape(lambda: factory(*args, rngs=nnx.Rngs(0)))
+    except Exception:  # unhashable, or not a module builder: build eagerly, so that the
+        # caller sees what the factory itself does and returns
+        return factory(*args, rngs=nnx.Rngs(seed))
+    if not isinstance(abstract, nnx.Module):
+        return factory(*args, rngs=nnx.Rngs(seed))
+    return nnx.merge(nnx.graphdef(abstract), initialiser(np.int32(seed)))
+
+
+def module_params(module: nnx.Module) -> np.ndarray:
+    """The module's ``nnx.Param`` variables raveled into one vector (``ModuleSpec``'s order:
+    that of ``ravel_pytree``), on the host: numpy does it without compiling three small
+    XLA programs per new shape."""
     _, params, _ = nnx.split(module, nnx.Param, ...)
-    return ravel_pytree(params)[0]
+    leaves = [np.ravel(np.asarray(leaf)) for leaf in jax.tree_util.tree_leaves(params)]
+    return np.concatenate(leaves) if leaves else np.zeros(0, np.float32)
 
 
 def has_convolution(module: nnx.Module) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from functools import lru_cache
 import warnings
 from numbers import Integral, Real
 
@@ -216,6 +217,11 @@ _SHARED_ATTRIBUTES_DOC = """
         ``softmax`` of their prequential log-evidence on all observations so far."""
 
 
+def _on_device(leaf):
+    """A belief leaf as a JAX array (pickles and sweep members hold numpy ones)."""
+    return leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf)
+
+
 @jax.jit
 def _stream_keys(seed: jax.Array) -> tuple[jax.Array, jax.Array]:
     """The keys of the filter's draws and of the predictions, from one compiled call.
@@ -223,6 +229,12 @@ def _stream_keys(seed: jax.Array) -> tuple[jax.Array, jax.Array]:
     Filter steps fold in indices below 2**31; predictions use their own stream."""
     key = jax.random.PRNGKey(seed)
     return key, jax.random.fold_in(key, np.uint32(2**32 - 1))
+
+
+@lru_cache(maxsize=256)
+def _seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
+    """:func:`_stream_keys` of a fitted seed, kept: every one-row call needs them."""
+    return _stream_keys(np.int32(seed))
 
 
 def _x64_scope(dtype: str):
@@ -632,7 +644,8 @@ class _BaseBONG(BaseEstimator):
         tempers each row's likelihood. Returns the observation noise after the call (the
         online estimate when the regressor estimates it, else ``obs_noise``), per output.
         """
-        rng = check_random_state(self.random_state)
+        # A RandomState costs more than a one-row step: only fit and a first call need one.
+        rng = check_random_state(self.random_state) if reset or shuffle else None
         if reset:
             seed = int(rng.randint(np.iinfo(np.int32).max))
             with _x64_scope(self.dtype):
@@ -641,7 +654,7 @@ class _BaseBONG(BaseEstimator):
         else:
             self._check_structure()
             seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
-        if self.family in ("dlr", "slr") and self.rank >= spec.n_params:
+        if reset and self.family in ("dlr", "slr") and self.rank >= spec.n_params:
             warnings.warn(
                 f"rank={self.rank} is at least the number of weights P={spec.n_params}: a "
                 "diagonal-plus-low-rank precision of rank >= P is a full precision matrix "
@@ -673,10 +686,10 @@ class _BaseBONG(BaseEstimator):
                 n_seen = 0
             else:
                 grid = self.sigma0_grid_ if hasattr(self, "_members") else None
-                state = jax.tree_util.tree_map(jnp.asarray, self.posterior_ if grid is None else self._members)
+                state = jax.tree_util.tree_map(_on_device, self.posterior_ if grid is None else self._members)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
-            key = _stream_keys(np.int32(seed))[0]
+            key = _seed_keys(seed)[0]
             adaptive = config.dynamics.adaptive_obs_noise
             if grid is not None:
                 if adaptive and not reset and "_member_obs_noise" in self.__dict__:
@@ -840,7 +853,21 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
+        # A health warning is given when its condition appears: a stream of one-row
+        # partial_fit calls does not repeat it on every call while the condition lasts.
         if conflict > PRIOR_CONFLICT and n_seen >= HORIZON and self.inflation is None:
+            condition = "prior_conflict"
+        elif health.far_worse:
+            condition = "overconfident"
+        elif health.not_learning or health.barely_learning:
+            condition = "not_learning"
+        else:
+            condition = None
+        repeated = not reset and condition == self.__dict__.get("_health_warning")
+        self._health_warning = condition
+        if repeated:
+            pass
+        elif condition == "prior_conflict":
             warnings.warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
                 f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
@@ -849,7 +876,7 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        elif health.far_worse:
+        elif condition == "overconfident":
             warnings.warn(
                 f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
@@ -860,7 +887,7 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
-        elif health.not_learning or health.barely_learning:
+        elif condition == "not_learning":
             comparison = (
                 "is no better than"
                 if health.not_learning
@@ -894,7 +921,7 @@ class _BaseBONG(BaseEstimator):
 
     @staticmethod
     def _predict_key(seed: int) -> jax.Array:
-        return _stream_keys(np.int32(seed))[1]
+        return _seed_keys(seed)[1]
 
     def _predict_distribution(self, X):
         """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""
@@ -918,7 +945,7 @@ class _BaseBONG(BaseEstimator):
         return self._in_dtype(X, "X")
 
     def _posterior(self):
-        return jax.tree_util.tree_map(jnp.asarray, self.posterior_)
+        return jax.tree_util.tree_map(_on_device, self.posterior_)
 
     def sample_params(self, n_samples=1, random_state=None):
         """Draw flat parameter vectors from the posterior ``q(theta)``.
@@ -1202,8 +1229,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         with self._fitting():
             first_call = not hasattr(self, "posterior_")
             X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32])
-            check_classification_targets(y)
-            if first_call:
+            if first_call:  # later calls refuse any label outside classes_ (_one_hot)
+                check_classification_targets(y)
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
                 classes = np.unique(np.asarray(classes))

@@ -161,3 +161,18 @@ def test_a_regressor_on_pure_noise_warns_that_it_is_not_learning():
     X, y = rng.normal(size=(300, 4)), rng.normal(size=300)
     with pytest.warns(ConvergenceWarning, match="not learning.*running mean and variance"):
         BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X, y)
+
+
+def test_a_lasting_condition_is_warned_once_per_stream():
+    """One-row partial_fit calls (river drives them so) do not repeat a health warning on
+    every call while its condition lasts; fit starts over."""
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    with pytest.warns(ConvergenceWarning, match="(not|barely) learning"):
+        clf = BONGClassifier(sigma0=1e-4, hidden_layer_sizes=(8,), random_state=0).fit(X[:300], y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for i in range(300, 320):
+            clf.partial_fit(X[i : i + 1], y[i : i + 1])
+    with pytest.warns(ConvergenceWarning, match="(not|barely) learning"):
+        clf.fit(X[:300], y[:300])

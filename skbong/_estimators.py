@@ -654,7 +654,13 @@ class _BaseBONG(BaseEstimator):
         else:
             self._check_structure()
             seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
-        if reset and self.family in ("dlr", "slr") and self.rank >= spec.n_params:
+        # Said once per value of rank, not on every partial_fit call.
+        if (
+            self.family in ("dlr", "slr")
+            and self.rank >= spec.n_params
+            and (reset or self.rank != self.__dict__.get("_capped_rank"))
+        ):
+            self._capped_rank = self.rank
             warnings.warn(
                 f"rank={self.rank} is at least the number of weights P={spec.n_params}: a "
                 "diagonal-plus-low-rank precision of rank >= P is a full precision matrix "

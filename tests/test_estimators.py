@@ -382,6 +382,9 @@ def test_rank_at_or_above_the_number_of_weights_is_capped():
     with pytest.warns(UserWarning, match="capped"):
         capped.set_params(rank=2000).partial_fit(X[:10], y[:10])
     assert capped.t_ == 70
+    with warnings.catch_warnings():  # said once per rank, not on every call
+        warnings.simplefilter("error", UserWarning)
+        capped.partial_fit(X[:10], y[:10])
     with pytest.raises(ValueError, match="rank changed since the posterior was fitted"):
         capped.set_params(rank=5).partial_fit(X[:10], y[:10])
 

@@ -1,0 +1,113 @@
+"""Time per step when the filter is called as users call it (issue 22 item 3): the MNIST
+stream in chunks of 1, 10 and 100 rows, through ``BONGClassifier(model=...).partial_fit``
+(the public estimator, all its validation and bookkeeping included) and through the core's
+``filter_posterior`` (the functional API), one filter step per row, float32.
+
+Models and methods are those of the issue's reference figures: the MLP 784-50-10 with
+BONG-LIN-HESS on DLR-10 and on DIAG, and the paper's CNN with DLR-10. The reference code,
+called in chunks of 100 rows on this machine type (2 cores), took 5.9, 2.3 and 20.8 ms per
+step; the target is at most 0.3x of each through the estimator at chunks of 100.
+
+Each cell: one untimed pass over the chunks (compilation), then the median over
+``--repeats`` passes of (seconds / rows), ``--rows`` rows per pass. Run it with nothing
+else on the machine.
+
+    python benchmarks/chunked_calls.py [--rows 600] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+
+from _report import RESULTS, markdown_table, write
+from mnist_stream import build_model
+from skbong import BONGClassifier
+from skbong.core import ModuleSpec, filter_posterior, module_params
+from skbong.datasets import mnist_stream
+
+CASES = (("mlp", "dlr", 5.9), ("mlp", "diag", 2.3), ("cnn", "dlr", 20.8))
+CHUNKS = (1, 10, 100)
+TARGET = 0.3
+
+
+def time_estimator(module, family: str, X, y, chunk: int, repeats: int) -> float:
+    def one_pass() -> float:
+        clf = BONGClassifier(model=module, family=family, rank=10, sigma0=0.2, random_state=0)
+        start = time.perf_counter()
+        for begin in range(0, len(y), chunk):
+            clf.partial_fit(X[begin : begin + chunk], y[begin : begin + chunk], classes=np.arange(10))
+        return (time.perf_counter() - start) / len(y)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one_pass()
+        return float(np.median([one_pass() for _ in range(repeats)]))
+
+
+def time_core(module, family: str, X, y, chunk: int, repeats: int) -> float:
+    spec = ModuleSpec.of(module)
+    apply, mean0 = spec.apply, jnp.asarray(module_params(module))
+    Y = np.eye(10, dtype=np.float32)[y]
+
+    def one_pass() -> float:
+        state = None
+        start = time.perf_counter()
+        for begin in range(0, len(y), chunk):
+            state = filter_posterior(apply, mean0, X[begin : begin + chunk], Y[begin : begin + chunk],
+                                     likelihood="categorical", family=family, rank=10, sigma0=0.2, state=state)
+        state.mean.block_until_ready()
+        return (time.perf_counter() - start) / len(y)
+
+    one_pass()
+    return float(np.median([one_pass() for _ in range(repeats)]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=600)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    X, y, _, _ = mnist_stream(0)
+    X, y = X[: args.rows].astype(np.float32), y[: args.rows]
+    rows, results = [], {}
+    for model_name, family, reference in CASES:
+        model = build_model(model_name)
+        module = model.build(0)
+        for chunk in CHUNKS:
+            rows_here = args.rows if model_name == "mlp" else args.rows // 2
+            estimator = time_estimator(module, family, X[:rows_here], y[:rows_here], chunk, args.repeats)
+            core = time_core(module, family, X[:rows_here], y[:rows_here], chunk, args.repeats)
+            ratio = 1e3 * estimator / reference
+            verdict = ("met" if ratio <= TARGET else "missed") if chunk == 100 else ""
+            rows.append([model.label, family.upper() if family == "diag" else "DLR-10", chunk,
+                         f"{1e3 * estimator:.2f}", f"{1e3 * core:.2f}", f"{estimator / core:.2f}",
+                         f"{reference}", f"{ratio:.2f}" + (f" ({verdict})" if verdict else "")])
+            results[f"{model_name}-{family}-{chunk}"] = {"estimator_s": estimator, "core_s": core}
+            print(rows[-1], flush=True)
+    table = markdown_table(["model", "family", "rows per call", "estimator ms/step", "filter_posterior ms/step",
+                            "estimator / core", "reference ms/step", "estimator / reference"], rows)
+    print(table)
+    body = f"""Command: `python benchmarks/chunked_calls.py --rows {args.rows} --repeats {args.repeats}`
+
+BONG-LIN-HESS, one filter step per row, sigma0 = 0.2, float32; the MNIST stream of
+`mnist_stream(0)` ({args.rows} rows for the MLP, {args.rows // 2} for the CNN) in calls of 1, 10
+and 100 rows, each call continuing from the last. The estimator column includes everything a
+`partial_fit` call does (validation, label encoding, the one-step-ahead scoring for the
+health check, the validity check); `filter_posterior` builds its config and converts its
+inputs on every call too. The reference times are the issue's (the paper's code in chunks
+of 100 rows on this machine type); target: estimator <= {TARGET}x reference at 100 rows.
+
+{table}
+"""
+    write("chunked_calls", "Time per step in calls of 1, 10 and 100 rows", body)
+    (RESULTS / "chunked_calls.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -126,6 +126,20 @@ def hp_text(hp: dict) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in hp.items()) or "-"
 
 
+def one_candidate(methods: dict, grid: dict) -> dict:
+    """Each method with a single candidate (``--quick``): ``grid``'s value of each hyperparameter."""
+    return {k: Method(m.make, {p: (grid[p],) for p in m.grid}) for k, m in methods.items()}
+
+
+def tune_each(methods: dict, score, log, prefix: str = "") -> tuple[dict, dict]:
+    """:func:`tune` every method; the chosen values and the tuning records, by label."""
+    chosen, tuning = {}, {}
+    for label, method in methods.items():
+        chosen[label], tuning[label] = tune(prefix + label, method, score, log)
+        log(f"{prefix}{label}: chose {hp_text(chosen[label])}")
+    return chosen, tuning
+
+
 def tune(label: str, method: Method, score: Callable[[Method, dict], tuple], log=print) -> tuple[dict, list]:
     """Grid search: ``score(method, hp)`` runs the validation stream and returns a tuple
     compared lexicographically, lower is better (e.g. ``(-accuracy, log_loss)``); a
@@ -354,7 +368,7 @@ def task_benchmark(bench: TaskBenchmark, doc: str) -> None:
     name = bench.name + ("_quick" if args.quick else "")
     methods = bench.methods
     if args.quick:
-        methods = {k: Method(m.make, {p: (bench.quick_grid[p],) for p in m.grid}) for k, m in methods.items()}
+        methods = one_candidate(methods, bench.quick_grid)
 
     def log(text):
         print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", flush=True)
@@ -368,10 +382,7 @@ def task_benchmark(bench: TaskBenchmark, doc: str) -> None:
         return (-_all_seen(out, "acc").mean(), _all_seen(out, "nll").mean(),
                 -_current(out, "acc", task_rows).mean())
 
-    chosen, tuning = {}, {}
-    for label, method in methods.items():
-        chosen[label], tuning[label] = tune(label, method, score, log)
-        log(f"{label}: chose {hp_text(chosen[label])}")
+    chosen, tuning = tune_each(methods, score, log)
 
     runs = {label: [] for label in methods}
     for seed in seeds:

@@ -44,8 +44,8 @@ from flax import nnx
 from sklearn.linear_model import SGDRegressor
 from sklearn.neural_network import MLPRegressor
 
-from _nonstationary import (Method, fmt, hp_text, mnist_halves, paired, plot_curves, quiet, skbong_source, tune,
-                            verdict_lines)
+from _nonstationary import (Method, fmt, hp_text, mnist_halves, one_candidate, paired, plot_curves, quiet, skbong_source,
+                            tune, verdict_lines)
 from _report import RESULTS, markdown_table, write
 from skbong import BONGRegressor
 
@@ -242,7 +242,7 @@ def main():
     name = "mnist_bandit" + ("_quick" if args.quick else "")
     methods = METHODS
     if args.quick:
-        methods = {k: Method(m.make, {p: (QUICK[p],) for p in m.grid}) for k, m in methods.items()}
+        methods = one_candidate(methods, QUICK)
 
     def log(text):
         print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", flush=True)

@@ -37,8 +37,8 @@ import numpy as np
 from sklearn.linear_model import SGDRegressor
 from sklearn.neural_network import MLPRegressor
 
-from _nonstationary import (FirstChunkScaled, Method, fmt, hp_text, plot_curves, quiet, run_stream, skbong_source,
-                            tune, verdict_lines)
+from _nonstationary import (FirstChunkScaled, Method, fmt, hp_text, one_candidate, plot_curves, quiet, run_stream,
+                            skbong_source, tune_each, verdict_lines)
 from _report import RESULTS, markdown_table, write
 from skbong import BONGRegressor
 
@@ -167,7 +167,7 @@ def main():
     name = "piecewise_regression" + ("_quick" if args.quick else "")
     methods = METHODS
     if args.quick:
-        methods = {k: Method(m.make, {p: (QUICK[p],) for p in m.grid}) for k, m in methods.items()}
+        methods = one_candidate(methods, QUICK)
 
     def log(text):
         print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", flush=True)
@@ -180,10 +180,7 @@ def main():
             raise FloatingPointError
         return (out["rmse"].mean(),)
 
-    chosen, tuning = {}, {}
-    for label, method in methods.items():
-        chosen[label], tuning[label] = tune(label, method, score, log)
-        log(f"{label}: chose {hp_text(chosen[label])}")
+    chosen, tuning = tune_each(methods, score, log)
 
     runs = {label: [] for label in methods}
     for seed in seeds:

@@ -46,8 +46,8 @@ from scipy import ndimage
 from sklearn.linear_model import SGDRegressor
 from sklearn.neural_network import MLPRegressor
 
-from _nonstationary import (FirstChunkScaled, Method, fmt, hp_text, mnist_halves, plot_curves, quiet, run_stream,
-                            skbong_source, tune, verdict_lines)
+from _nonstationary import (FirstChunkScaled, Method, fmt, hp_text, mnist_halves, one_candidate, plot_curves, quiet,
+                            run_stream, skbong_source, tune_each, verdict_lines)
 from _report import RESULTS, markdown_table, write
 from skbong import BONGRegressor
 
@@ -221,10 +221,7 @@ def run_setting(setting: str, sigma: float, halves, n_rows: int, seeds: list, me
             raise FloatingPointError
         return (out["rmse"].mean(),)
 
-    chosen, tuning = {}, {}
-    for label, method in methods.items():
-        chosen[label], tuning[label] = tune(f"{setting} {label}", method, score, log)
-        log(f"{setting} {label}: chose {hp_text(chosen[label])}")
+    chosen, tuning = tune_each(methods, score, log, prefix=f"{setting} ")
     runs, paths = {label: [] for label in [*methods, OFFLINE]}, []
     for seed in seeds:
         stream = make_stream(halves["report"], seed, sigma, n_rows)
@@ -287,7 +284,7 @@ def main():
     name = "rotated_mnist" + ("_quick" if args.quick else "")
     methods = METHODS
     if args.quick:
-        methods = {k: Method(m.make, {p: (QUICK[p],) for p in m.grid}) for k, m in methods.items()}
+        methods = one_candidate(methods, QUICK)
 
     def log(text):
         print(f"[{(time.perf_counter() - started) / 60:5.1f} min] {text}", flush=True)

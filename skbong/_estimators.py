@@ -45,6 +45,7 @@ from .core import (
     init_belief,
     make_config,
     init_sweep,
+    has_convolution,
     make_predictive,
     predict_at,
     predict_distribution,
@@ -482,7 +483,12 @@ class _BaseBONG(BaseEstimator):
                     "model must be a flax.nnx.Module or a callable model(n_features, n_outputs, rngs=rngs) "
                     f"that returns one; it returned {type(module).__name__}."
                 )
-        spec = ModuleSpec.of(module)
+        # One split instead of slices (the flat weights and the results are the same) for a
+        # network with convolutions and for the diagonal families, whose step reads the
+        # per-row Jacobians three times and so keeps them: their gradient is then one
+        # concatenation instead of padded sums (MNIST MLP, DIAG: 0.88 -> 0.67 ms per step;
+        # DLR, which fuses the padded sums into its own products, would lose 1.50 -> 1.85).
+        spec = ModuleSpec.of(module, split=has_convolution(module) or self.family in ("diag", "diag_mom"))
         prior_mean = np.asarray(module_params(module))
         if prior_mean.dtype.kind != "f":
             raise TypeError(f"The model's weights must be floating point, got {prior_mean.dtype}.")
@@ -835,7 +841,7 @@ class _BaseBONG(BaseEstimator):
         self._spec = spec
         if reset:  # partial_fit checked that the structure is unchanged
             self._fitted_structure = self._structure(
-                spec.n_params, spec if isinstance(self.model, nnx.Module) else self.model
+                spec.n_params, ModuleSpec.of(self.model) if isinstance(self.model, nnx.Module) else self.model
             )
             self._fitted_model = self.model
         self.posterior_ = state

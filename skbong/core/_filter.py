@@ -181,12 +181,14 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
 
 
 def _scan_stream(
-    config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent
+    config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent,
+    n_steps,
 ):
-    """The scan of one filter over the steps ``xs, ys, weights`` (not jitted on its own).
+    """The scan of one filter over the first ``n_steps`` steps of ``xs, ys, weights`` (not
+    jitted on its own); the later steps are padding of the compiled length.
 
     Returns the final belief (with the final noise estimate when the dynamics estimate
-    it) and the records."""
+    it) and the records (zero for the padding steps)."""
     family, dynamics = config.family, config.dynamics
     rows_per_step = xs.shape[1]
 
@@ -239,14 +241,37 @@ def _scan_stream(
     noise = hyper.obs_noise
     if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
         noise = jnp.broadcast_to(noise, ys.shape[-1:])
-    (state, _, noise), out = jax.lax.scan(body, (state, jnp.asarray(t0, jnp.int32), noise), (xs, ys, weights))
+    (state, _, noise), out = _prefix_scan(body, (state, jnp.asarray(t0, jnp.int32), noise), (xs, ys, weights), n_steps)
     return ((state, noise) if dynamics.adaptive_obs_noise else state), out
 
 
+def _prefix_scan(body, carry, xs, n_steps):
+    """``jax.lax.scan(body, carry, xs)`` over the first ``n_steps`` (traced) steps only.
+
+    The stacked outputs keep the full length, zero after ``n_steps``. A call's rows are
+    padded to a step bucket so that one compiled program serves every call; a scan would
+    run the padding steps too (100 rows in a bucket of 512: 412 steps that each copy the
+    belief), a while loop with a traced trip count stops at the last row.
+    """
+    length = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    first = jax.tree_util.tree_map(lambda a: a[0], xs)
+    out_shapes = jax.eval_shape(lambda c, x: body(c, x)[1], carry, first)
+    outs = jax.tree_util.tree_map(lambda s: jnp.zeros((length, *s.shape), s.dtype), out_shapes)
+
+    def step(i, loop_carry):
+        carry, outs = loop_carry
+        carry, out = body(carry, jax.tree_util.tree_map(lambda a: a[i], xs))
+        return carry, jax.tree_util.tree_map(lambda buf, o: buf.at[i].set(o), outs, out)
+
+    return jax.lax.fori_loop(0, n_steps, step, (carry, outs))
+
+
 @_jit(static_argnames=("config", "record"))
-def _scan(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent):
+def _scan(
+    config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent, n_steps
+):
     _TRACES["filter"] += 1
-    return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent)
+    return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps)
 
 
 @_jit(static_argnames=("config", "record", "hyper_axes", "vectorize"))
@@ -262,13 +287,14 @@ def _sweep_scan(
     record,
     record_key,
     latents,
+    n_steps,
     hyper_axes,
     vectorize,
 ):
     _TRACES["sweep"] += 1
 
     def one_member(state, hyper, key, latent):
-        return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent)
+        return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps)
 
     if vectorize:
         # The data and the step count are shared: the lax.cond on the weights stays a cond.
@@ -503,10 +529,15 @@ def init_belief(family, mean0, sigma0):
     return family.init(jnp.asarray(mean0), jnp.asarray(sigma0, jnp.asarray(mean0).dtype))
 
 
-@_jit(static_argnames="family", cpu_options=CPU_RUN_ONCE_OPTIONS)
+@_jit(static_argnames="family")
 def belief_is_valid(family, state) -> jax.Array:
     """``family.is_valid(state)`` compiled once per family and shape; a state with a
-    leading members axis (a sweep) gives one flag per member."""
+    leading members axis (a sweep) gives one flag per member.
+
+    It runs after every ``partial_fit`` call, so it is compiled with XLA's optimisations:
+    without them it took 0.9 ms (DIAG) and 3.7 ms (DLR-10) per call at ``P = 40k``, against
+    0.11 and 0.21 ms, for 0.02 s more compile time once.
+    """
     if state.mean.ndim == 2:
         return jax.vmap(family.is_valid)(state)
     return family.is_valid(state)
@@ -577,6 +608,7 @@ def _run_chunks(
             record,
             record_key,
             latent,
+            length,
         )
         if adaptive:  # the noise estimate goes on to the next chunk
             state, noise = state

@@ -134,11 +134,13 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
         How ``apply`` cuts ``params_flat`` into the module's arrays: one slice per array
         (default), whose gradients are zero-padded to ``P`` and summed, or one
         ``jnp.split``, whose gradient is one concatenation. The choice changes only the
-        speed of the per-row Jacobians. Slices suit MLPs, where XLA fuses each padded
-        outer product into the update (DIAG at ``P = 40k``: 0.44 ms per step, 0.9 ms with
-        ``split``); ``split`` suits networks whose gradients come from products, such as
-        convolutions (the MNIST CNN with :class:`PatchConv`: DIAG 5.6 -> 2.9 ms, DLR-10
-        12 -> 9.5 ms).
+        speed of the per-row Jacobians. Slices suit an MLP under DLR, where XLA fuses each
+        padded outer product into the step's own products (MLP 784-50-10, DLR-10: 1.50 ms
+        per step, 1.85 ms with ``split``); ``split`` suits a step that reads the Jacobians
+        several times, as DIAG's Kalman step does (0.88 -> 0.67 ms), and networks whose
+        gradients come from products, such as convolutions (the MNIST CNN with
+        :class:`PatchConv`: DIAG 5.6 -> 2.9 ms, DLR-10 12 -> 9.5 ms). The estimators
+        choose ``split`` for convolutions and for the diagonal families.
     """
     spec = ModuleSpec.of(module, split)
     return spec.apply, module_params(module)

@@ -25,7 +25,17 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._health import HORIZON, PRIOR_CONFLICT, PRIOR_DIVERGED, new_health, prior_conflict, update_health
+from ._health import (
+    HORIZON,
+    INPUT_MEAN_SQUARE,
+    PRIOR_CHECK_ROWS,
+    PRIOR_CONFLICT,
+    PRIOR_DIVERGED,
+    PRIOR_OUTPUT_STD,
+    new_health,
+    prior_conflict,
+    update_health,
+)
 from .core import (
     ACTIVATIONS,
     ALGORITHMS,
@@ -35,6 +45,7 @@ from .core import (
     HESSIANS,
     INFLATIONS,
     MLP,
+    LinearizedGaussian,
     Dynamics,
     Hyperparameters,
     LatentPrior,
@@ -698,7 +709,9 @@ class _BaseBONG(BaseEstimator):
                     state = init_sweep(config.family, mean0, grid.astype(self.dtype))
                 evidence = np.zeros(1 if grid is None else grid.size)
                 n_seen = 0
+                prior_advice = self._prior_checks(X, config, state, grid)
             else:
+                prior_advice = []
                 grid = self.sigma0_grid_ if hasattr(self, "_members") else None
                 state = jax.tree_util.tree_map(_on_device, self.posterior_ if grid is None else self._members)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
@@ -924,6 +937,8 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=3,
             )
+        for message in prior_advice:
+            warnings.warn(f"{type(self).__name__}: {message}", ConvergenceWarning, stacklevel=3)
         if self.prequential:
             self.prequential_log_prob_ = log_prob
             self.prequential_prediction_ = prediction
@@ -932,6 +947,36 @@ class _BaseBONG(BaseEstimator):
             self.__dict__.pop("prequential_log_prob_", None)
             self.__dict__.pop("prequential_prediction_", None)
         return obs_noise
+
+    def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
+        """What the prior predictive checks at the start of a fit advise (``_health``):
+        inputs far from unit scale for the built-in MLP, and, for BONG on a diagonal family
+        with one prior scale, a prior under which the outputs spread too widely."""
+        advice = []
+        mean_square = float(np.mean(np.square(X, dtype=np.float64))) if X.size else 0.0
+        if self.model is None and mean_square > INPUT_MEAN_SQUARE:
+            advice.append(
+                f"the inputs are far from unit scale (mean square {mean_square:.3g}). The MLP's "
+                "initial weights and sigma0 assume features of about unit variance; unscaled, its "
+                "first-layer pre-activations start with a standard deviation of "
+                f"{np.sqrt(mean_square):.2g} instead of 1 and a pass learns less. Standardise X "
+                "(e.g. make_pipeline(StandardScaler(), ...))."
+            )
+        if self.family in ("diag", "diag_mom") and self.algorithm == "bong" and grid is None and X.shape[0]:
+            rows = X[:PRIOR_CHECK_ROWS]
+            prior = predict_distribution(config, LinearizedGaussian(), state, rows, np.zeros(1, self.dtype))
+            spread = float(np.sqrt(np.mean(prior.var)))
+            if spread > PRIOR_OUTPUT_STD:
+                advice.append(
+                    f"the prior is too wide for a diagonal posterior: under it the network's outputs "
+                    f"spread with a standard deviation of {spread:.2g} (linearised at the prior mean, "
+                    f"over the first rows), above {PRIOR_OUTPUT_STD:g}. A diagonal family keeps no "
+                    "correlations between weights, so each step nearly refits the newest observation "
+                    f"and a pass learns little. Lower sigma0 (now {self.sigma0!r}; about "
+                    f"{float(self.sigma0) / spread:.2g} gives a spread of 1), use sigma0='auto', or "
+                    "family='dlr'."
+                )
+        return advice
 
     @staticmethod
     def _predict_key(seed: int) -> jax.Array:

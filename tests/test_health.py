@@ -2,14 +2,27 @@
 
 import warnings
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 
 from skbong import BONGClassifier, BONGRegressor
-from skbong._health import BARELY_LEARNING, BURN_IN, HORIZON, MIN_OBSERVATIONS, new_health, update_health
+from skbong._health import (
+    BARELY_LEARNING,
+    BURN_IN,
+    HORIZON,
+    MIN_OBSERVATIONS,
+    PRIOR_CHECK_ROWS,
+    PRIOR_OUTPUT_STD,
+    new_health,
+    update_health,
+)
 from skbong.core import MLPSpec
+
+from networks import FeatureConv
 
 
 def _slow_scores(likelihood, Y, model):
@@ -176,3 +189,59 @@ def test_a_lasting_condition_is_warned_once_per_stream():
             clf.partial_fit(X[i : i + 1], y[i : i + 1])
     with pytest.warns(ConvergenceWarning, match="(not|barely) learning"):
         clf.fit(X[:300], y[:300])
+
+
+def _messages(caught, pattern):
+    return [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning) and pattern in str(w.message)]
+
+
+def test_unscaled_inputs_warn_for_the_built_in_mlp_only(digits):
+    X, y = digits
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGClassifier(hidden_layer_sizes=(16,), sigma0=0.03, random_state=0).fit(X, y)  # raw 0-16 pixels
+        BONGClassifier(hidden_layer_sizes=(16,), sigma0=0.03, random_state=0).fit(X / 16, y)
+        # A custom network may scale its inputs itself: no advice about them.
+        BONGClassifier(model=FeatureConv, sigma0=0.03, random_state=0).fit(X, y)
+    (message,) = _messages(caught, "far from unit scale")
+    assert f"mean square {np.mean(X**2):.3g}" in message and "StandardScaler" in message
+    # Only where a stream starts: later partial_fit calls do not repeat it.
+    clf = BONGClassifier(hidden_layer_sizes=(16,), sigma0=0.03, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="far from unit scale"):
+        clf.partial_fit(X[:100], y[:100], classes=range(10))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.partial_fit(X[100:200], y[100:200])
+    assert not _messages(caught, "far from unit scale")
+
+
+def _prior_output_std(clf, X):
+    """Standard deviation of the logits under the prior N(mu_0, sigma0^2 I), linearised at
+    mu_0, over the first PRIOR_CHECK_ROWS rows: sigma0 times the RMS of the Jacobian rows,
+    from dense per-row Jacobians."""
+    spec = clf._spec
+    jac = jax.vmap(lambda x: jax.jacrev(lambda theta: spec.apply(theta, x[None])[0])(clf._prior_mean))(
+        jnp.asarray(X[:PRIOR_CHECK_ROWS], jnp.float32)
+    )
+    return clf.sigma0 * float(np.sqrt(np.mean(np.sum(np.asarray(jac, np.float64) ** 2, axis=2))))
+
+
+def test_a_prior_too_wide_for_a_diagonal_family_warns(digits):
+    # BONG on a diagonal family at a wide prior learns little in one pass (digits, sigma0 = 1:
+    # accuracy 0.37 against 0.92 at 0.3) without being worse than the constant predictor.
+    X, y = digits
+    X = X / 16
+    spreads = {}
+    for family, sigma0 in [("diag", 0.3), ("diag", 1.0), ("diag_mom", 1.0), ("dlr", 1.0), ("fc", 1.0)]:
+        clf = BONGClassifier(hidden_layer_sizes=(16,), family=family, sigma0=sigma0, random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            clf.fit(X, y)
+        spreads[family, sigma0] = spread = _prior_output_std(clf, X)
+        found = _messages(caught, "too wide for a diagonal posterior")
+        if family.startswith("diag") and spread > PRIOR_OUTPUT_STD:
+            (message,) = found
+            assert f"standard deviation of {spread:.2g}" in message and "sigma0='auto'" in message
+        else:  # the full and low-rank families learn well at these spreads
+            assert not found
+    assert spreads["diag", 0.3] < PRIOR_OUTPUT_STD < spreads["diag", 1.0]

@@ -98,7 +98,7 @@ ws = jax.device_put(np.ones((1, 1), np.float32))
 hyper = Hyperparameters(*(np.asarray(h, np.float32) for h in Hyperparameters(np.ones(1), 1.0, 0.0, 1.0)))
 key = jax.random.PRNGKey(0)
 def step(i):
-    jax.block_until_ready(_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None))
+    jax.block_until_ready(_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None, 1))
 out["compiled_step"] = per_call(step)
 pred = jax.device_put(np.asarray(rows[0][0], np.float32))
 def predict_step(i):
@@ -108,6 +108,7 @@ out["compiled_predict"] = per_call(predict_step)
 print(json.dumps(out))
 """
 
+#: The compiled step's call at the baseline commit (before the latent prior and the step count).
 ONE_ROW_BASELINE_STEP = "_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key)"
 
 
@@ -128,7 +129,7 @@ def measure(tree: Path, repeats: int, baseline: bool) -> dict:
     }
     first = [json.loads(run(FIRST_FIT, tree)) for _ in range(max(1, repeats // 2))]
     one_row_code = ONE_ROW.replace(
-        "_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None)",
+        "_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None, 1)",
         ONE_ROW_BASELINE_STEP,
     ) if baseline else ONE_ROW
     one_row = json.loads(run(one_row_code, tree))

@@ -1000,8 +1000,28 @@ class _BaseBONG(BaseEstimator):
     def _prediction_inputs(self, X) -> np.ndarray:
         check_is_fitted(self, "posterior_")
         self._check_structure()
+        if self._validated_already(X):
+            return X.astype(self.dtype, copy=False)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return self._in_dtype(X, "X")
+
+    def _validated_already(self, X) -> bool:
+        """Whether ``X`` is an input that ``validate_data`` and ``_in_dtype`` would pass
+        unchanged: a non-empty 2-D float ndarray of ``n_features_in_`` columns whose values
+        the computation dtype represents (finite), for an estimator fitted without feature
+        names. Such an input skips them (their checks cost more than a compiled one-row
+        prediction); anything else goes through them, with their errors and warnings."""
+        if not (
+            type(X) is np.ndarray
+            and X.ndim == 2
+            and X.dtype in (np.float32, np.float64)
+            and X.shape[0] > 0
+            and X.shape[1] == self.n_features_in_
+            and "feature_names_in_" not in self.__dict__
+        ):
+            return False
+        # NaN makes the comparison false; an infinite value exceeds the limit.
+        return bool(np.abs(X).max() <= np.finfo(self.dtype).max)
 
     def _posterior(self):
         return jax.tree_util.tree_map(_on_device, self.posterior_)

@@ -467,3 +467,26 @@ def test_diag_step_reaches_the_filter(digits):
     assert fits["kalman"].score(X_test, y_test) > fits["projected"].score(X_test, y_test) + 0.1
     with pytest.raises(ValueError, match="diag_step"):
         BONGClassifier(diag_step="eq212").fit(X_train[:20], y_train[:20])
+
+
+def test_plain_arrays_skip_validation_with_the_same_results_and_errors(digits):
+    # Predictions of a float ndarray skip validate_data; every other input takes it, with
+    # the same results and scikit-learn's own errors and warnings.
+    X_train, X_test, y_train, _ = digits
+    clf = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).fit(X_train, y_train)
+    fast = clf.predict_proba(X_test)
+    np.testing.assert_array_equal(clf.predict_proba(X_test.tolist()), fast)
+    np.testing.assert_array_equal(clf.predict_proba(X_test.astype(np.float32)), fast)
+    np.testing.assert_array_equal(clf.predict_proba(np.asfortranarray(X_test)), fast)
+    nan = X_test.copy()
+    nan[1, 5] = np.nan
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        clf.predict_proba(nan)
+    with pytest.raises(ValueError, match="X has 63 features, but BONGClassifier is expecting 64"):
+        clf.predict_proba(X_test[:, :63])
+    with pytest.raises(ValueError, match="Found array with 0 sample"):
+        clf.predict_proba(X_test[:0])
+    columns = [f"pixel{i}" for i in range(64)]
+    named = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).fit(pd.DataFrame(X_train, columns=columns), y_train)
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        named.predict_proba(X_test)

@@ -953,8 +953,8 @@ class _BaseBONG(BaseEstimator):
         inputs far from unit scale for the built-in MLP, and, for BONG on a diagonal family
         with one prior scale, a prior under which the outputs spread too widely."""
         advice = []
-        mean_square = float(np.mean(np.square(X, dtype=np.float64))) if X.size else 0.0
-        if self.model is None and mean_square > INPUT_MEAN_SQUARE:
+        mean_square = float(np.mean(np.square(X, dtype=np.float64))) if self.model is None and X.size else 0.0
+        if mean_square > INPUT_MEAN_SQUARE:
             advice.append(
                 f"the inputs are far from unit scale (mean square {mean_square:.3g}). The MLP's "
                 "initial weights and sigma0 assume features of about unit variance; unscaled, its "

@@ -964,7 +964,9 @@ class _BaseBONG(BaseEstimator):
             )
         if self.family in ("diag", "diag_mom") and self.algorithm == "bong" and grid is None and X.shape[0]:
             rows = X[:PRIOR_CHECK_ROWS]
-            prior = predict_distribution(config, LinearizedGaussian(), state, rows, np.zeros(1, self.dtype))
+            prior = predict_distribution(
+                config, LinearizedGaussian(), state, rows, np.zeros(1, self.dtype), block_rows=PRIOR_CHECK_ROWS
+            )
             spread = float(np.sqrt(np.mean(prior.var)))
             if spread > PRIOR_OUTPUT_STD:
                 advice.append(

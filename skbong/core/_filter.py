@@ -657,12 +657,12 @@ def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([a, np.zeros((n - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
-def _padded_blocks(X: np.ndarray, dtype):
-    """``(block, n_rows)`` for consecutive ``PREDICT_CHUNK``-row blocks of ``X``, each
-    zero-padded to ``PREDICT_CHUNK`` rows so every call reuses one compiled shape."""
-    for start in range(0, X.shape[0], PREDICT_CHUNK):
-        chunk = X[start : start + PREDICT_CHUNK]
-        yield np.asarray(_pad_rows(chunk, PREDICT_CHUNK), dtype), chunk.shape[0]
+def _padded_blocks(X: np.ndarray, dtype, block_rows: int = PREDICT_CHUNK):
+    """``(block, n_rows)`` for consecutive ``block_rows``-row blocks of ``X``, each
+    zero-padded to ``block_rows`` rows so every call reuses one compiled shape."""
+    for start in range(0, X.shape[0], block_rows):
+        chunk = X[start : start + block_rows]
+        yield np.asarray(_pad_rows(chunk, block_rows), dtype), chunk.shape[0]
 
 
 @_jit(static_argnames=("config", "predictive"))
@@ -671,7 +671,9 @@ def _predict_chunk(config: FilterConfig, predictive, state, x, obs_noise, key):
     return predictive(config.apply_fn, config.likelihood, config.family, state, x, obs_noise, key)
 
 
-def predict_distribution(config: FilterConfig, predictive, state, X, obs_noise=1.0, key=None):
+def predict_distribution(
+    config: FilterConfig, predictive, state, X, obs_noise=1.0, key=None, block_rows: int = PREDICT_CHUNK
+):
     """Predictive distribution of the targets of ``X`` under the belief ``state``.
 
     Parameters
@@ -686,6 +688,9 @@ def predict_distribution(config: FilterConfig, predictive, state, X, obs_noise=1
     key : PRNG key, optional
         Randomness of a stochastic predictive; every chunk of rows uses the same key, so
         a row's prediction does not depend on the rows predicted with it.
+    block_rows : int, default=PREDICT_CHUNK
+        Rows per compiled call (the last block zero-padded). The padding rows are computed
+        too: a few rows of a large network (per-row Jacobians) cost less in a small block.
 
     Returns
     -------
@@ -698,7 +703,7 @@ def predict_distribution(config: FilterConfig, predictive, state, X, obs_noise=1
         key = jax.random.PRNGKey(0)
     obs_noise = _as_hyper(obs_noise, dtype)
     outs = []
-    for block, n_rows in _padded_blocks(X, dtype):
+    for block, n_rows in _padded_blocks(X, dtype, block_rows):
         out = _predict_chunk(config, predictive, state, block, obs_noise, key)
         outs.append(type(out)(*(np.asarray(a)[:n_rows] for a in out)))
     return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))

@@ -288,7 +288,9 @@ def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction
     before = evidence[:, None] + np.concatenate(
         [np.zeros((log_prob.shape[0], 1)), np.cumsum(log_prob, axis=1)[:, :-1]], axis=1
     )
-    log_weight = before - _log_sum_exp(before, axis=0)
+    # Every member non-finite gives NaN weights; the fit then raises that all broke down.
+    with np.errstate(invalid="ignore"):
+        log_weight = before - _log_sum_exp(before, axis=0)
     weight = np.exp(log_weight)
     prediction = np.asarray(prediction, np.float64)
     prediction = np.where(np.isfinite(prediction), prediction, 0.0)  # such a member's weight is 0 after this row
@@ -323,7 +325,9 @@ class _Progress:
         if self.evidence is not None:
             log_prob, prediction, self.evidence = _average_over_members(self.evidence, log_prob, prediction)
             self.averaged.append((log_prob, prediction))
-        self.loss_sum -= float(np.sum(np.asarray(log_prob, np.float64))) - self.unit_shift * len(log_prob)
+        # A diverging chunk's infinite scores give NaN here; the fit raises after the pass.
+        with np.errstate(invalid="ignore"):
+            self.loss_sum -= float(np.sum(np.asarray(log_prob, np.float64))) - self.unit_shift * len(log_prob)
         entry = {
             "pass": self.pass_index,
             "rows": self.n_seen + n_done,

@@ -41,7 +41,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from _report import RESULTS, markdown_table, write
-from skbong.core import Hyperparameters, MLPSpec, make_config, run_filter, update_step
+from flax import nnx
+
+from skbong.core import MLP, Hyperparameters, make_config, run_filter, update_step
 from skbong.core._filter import MATMUL_PRECISION
 from skbong.datasets import mnist_stream
 from mnist_stream import Model, build_model
@@ -110,8 +112,8 @@ def step_cost(config, state, x, y) -> tuple[float, float]:
 
 def mlp_model(width: int) -> Model:
     """The MLP 784-``width``-10 (ReLU) as an ``mnist_stream.Model``."""
-    spec = MLPSpec(784, (width,), 10, "relu")
-    return Model(f"mlp{width}", f"MLP 784-{width}-10", spec.apply, spec.init_params, spec.n_params)
+    build = lambda seed: MLP((784, width, 10), "relu", nnx.Rngs(seed))  # noqa: E731
+    return Model(f"mlp{width}", f"MLP 784-{width}-10", build, 795 * width + 10)
 
 
 def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, n_rows: int) -> dict:

@@ -88,9 +88,14 @@ def _full_init(mean0: jax.Array, sigma0: jax.Array) -> FullCovState:
 
 
 def _full_predict(state: FullCovState, decay, process_noise) -> FullCovState:
-    # LO-FI Eqs. 15-16 with Q = q I.
-    eye = jnp.eye(state.mean.shape[0], dtype=state.mean.dtype)
-    return FullCovState(decay * state.mean, decay**2 * state.cov + process_noise * eye)
+    # LO-FI Eqs. 15-16 with Q = q I. A static belief (gamma = 1, q = 0) is returned as it
+    # is: the general branch reads and writes all P^2 entries.
+    def moved(state):
+        diagonal = jnp.arange(state.mean.shape[0])
+        cov = (decay**2 * state.cov).at[diagonal, diagonal].add(process_noise)
+        return FullCovState(decay * state.mean, cov)
+
+    return jax.lax.cond((decay == 1) & (process_noise == 0), lambda state: state, moved, state)
 
 
 def _diag_init(mean0: jax.Array, sigma0: jax.Array) -> DiagState:
@@ -307,13 +312,16 @@ class FullCovariance(_GaussianFamily):
         if not (isinstance(curv, LowRankCurvature) and not with_kl):
             return super().natural_step(state, prior, curv, lr, with_kl)
         root = jnp.sqrt(lr) * curv.root
-        s = state.cov @ root
-        gram = jnp.eye(s.shape[1], dtype=s.dtype) + root.T @ s
+        k = root.shape[1]
+        # One pass over Sigma for both products: S = Sigma U and Sigma g.
+        products = state.cov @ jnp.concatenate([root, curv.grad[:, None]], axis=1)
+        s, cov_grad = products[:, :k], products[:, k]
+        gram = jnp.eye(k, dtype=s.dtype) + root.T @ s
         # The subtracted term is A A^T with A = S L^{-T}, L L^T = gram: symmetric by
-        # construction, so no P x P transpose is needed.
+        # construction, so no P x P transpose is needed. Sigma' g = Sigma g - A (A^T g).
         a = s @ _lower_inverse(jnp.linalg.cholesky(gram)).T
         cov = state.cov - a @ a.T
-        return FullCovState(state.mean + lr * (cov @ curv.grad), cov)
+        return FullCovState(state.mean + lr * (cov_grad - a @ (a.T @ curv.grad)), cov)
 
 
 @dataclass(frozen=True)

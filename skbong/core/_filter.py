@@ -202,16 +202,18 @@ def _scan_stream(
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
         n_steps = t // rows_per_step  # steps taken before this one
-        belief = state
-        if dynamics.inflation is not None:
-            latent_mean = latent_precision = None
-            if dynamics.needs_latent_prior:
-                latent_mean, latent_precision = latent_prior_at(
-                    n_steps, latent, hyper.dynamics_decay, hyper.process_noise
-                )
-            belief = inflate(family, state, dynamics.inflation, hyper.inflation, latent_mean, latent_precision)
-        prior = family.predict(belief, *dynamics.at(t, hyper.dynamics_decay, hyper.process_noise))
         step_hyper = hyper._replace(obs_noise=noise)
+
+        def predicted(state):
+            belief = state
+            if dynamics.inflation is not None:
+                latent_mean = latent_precision = None
+                if dynamics.needs_latent_prior:
+                    latent_mean, latent_precision = latent_prior_at(
+                        n_steps, latent, hyper.dynamics_decay, hyper.process_noise
+                    )
+                belief = inflate(family, state, dynamics.inflation, hyper.inflation, latent_mean, latent_precision)
+            return family.predict(belief, *dynamics.at(t, hyper.dynamics_decay, hyper.process_noise))
 
         def scored(prior, x, y):
             if record is None:
@@ -220,21 +222,27 @@ def _scan_stream(
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, noise, record_key)
             return predictive.log_prob(y), predictive.mean
 
+        def step(state, x, y, m, key):
+            prior = predicted(state)
+            return update(prior, x, y, m, key, step_hyper), scored(prior, x, y), prior.mean
+
+        def skip(state, x, y, *_):
+            prior = predicted(state)
+            return state, scored(prior, x, y), prior.mean
+
         # Steps without a row of positive weight (padding, or rows of weight zero) leave
         # the belief untouched, predict step included. Every row counts towards t, weighed
         # or not, so a row's draws depend on its position alone (padding only ever ends a
         # call, so counting it changes no later key). The record is computed inside each
         # branch: beside the update, XLA shares the network's forward pass at the mean
-        # between the two (the linearised estimators compute it too).
-        state, out = jax.lax.cond(
-            jnp.any(m > 0),
-            lambda p, x, y, m, k: (update(p, x, y, m, k, step_hyper), scored(p, x, y)),
-            lambda p, x, y, *_: (state, scored(p, x, y)),
-            prior, x, y, m, step_key,
-        )
+        # between the two (the linearised estimators compute it too). The predict step is
+        # inside the branches too, so that the belief is not live beside the predicted one
+        # and a predict step that changes nothing (static dynamics) copies nothing: for a
+        # dense covariance that copy was a pass over P^2 entries per step.
+        state, out, prior_mean = jax.lax.cond(jnp.any(m > 0), step, skip, state, x, y, m, step_key)
         if dynamics.adaptive_obs_noise:
             # LO-FI Eq. 66 with the residual of the plug-in prediction at mu_{t|t-1}.
-            residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior.mean, x))
+            residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior_mean, x))
             noise = update_noise_estimate(noise, residual, m, n_steps, hyper.obs_noise_rate)
         return (state, t + jnp.asarray(m.shape[0], t.dtype), noise), out
 

@@ -5,7 +5,7 @@ Models: MLPs 784-h-10 (ReLU) of growing width h on MNIST inputs (the stream of
 BONG with LIN-HESS and MC-EF (M = 10) on DIAG, DLR-10 and, while its P x P covariance
 fits comfortably in memory, FC. One observation per step (batch_size = 1), float32.
 
-For each cell: compile time (first call of ``run_filter`` on 64 rows, 8 for FC and P > 50k, minus
+For each cell: compile time (first call of ``run_filter`` on 64 rows, 8 for P > 50k and 32 for FC above P = 5k, minus
 the steady cost of those rows), steady time per step (median of 3 further calls), and
 XLA's own count of FLOPs and bytes accessed by one step (``cost_analysis`` of the
 compiled predict + update of one observation; its bytes count every operand access,
@@ -60,6 +60,17 @@ MNIST_TARGETS = {("mlp", "dlr"): (5.9, 0.3, 2.0), ("mlp", "diag"): (2.3, 0.5, 2.
 # Rows per timed call: a step bucket of run_filter, so every call reuses one compiled scan;
 # fewer for the slow cells.
 N_ROWS, N_ROWS_SLOW = 64, 8
+#: FC above this P: a call copies the P x P covariance in (the caller keeps its belief)
+#: and XLA allocates a P x P temporary, about 1 s per call at P = 10k, so 8 rows per call
+#: would time the call more than the step.
+FC_FEW_ROWS_FROM, N_ROWS_FC_LARGE = 5_000, 32
+
+
+def rows_per_call(family: str, n_params: int) -> int:
+    """Rows per timed ``run_filter`` call of a cell."""
+    if family == "fc":
+        return N_ROWS if n_params <= FC_FEW_ROWS_FROM else N_ROWS_FC_LARGE
+    return N_ROWS_SLOW if n_params > 50_000 else N_ROWS
 SIGMA0 = 0.3
 
 
@@ -173,7 +184,7 @@ def main():
     for width in widths:
         for family in ("diag", "dlr", "fc"):
             model = mlp_model(width)
-            n_rows = N_ROWS_SLOW if family == "fc" or model.n_params > 50_000 else N_ROWS
+            n_rows = rows_per_call(family, model.n_params)
             for hessian in ("lin_hess", "mc_ef"):
                 if family == "fc" and model.n_params > FC_MAX_PARAMS[hessian]:
                     continue

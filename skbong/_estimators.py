@@ -8,6 +8,7 @@ does with the posterior goes through :mod:`skbong.core`.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from functools import lru_cache
 import warnings
@@ -16,7 +17,6 @@ from numbers import Integral, Real
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -44,26 +44,21 @@ from .core import (
     FAMILIES,
     HESSIANS,
     INFLATIONS,
-    MLP,
     LinearizedGaussian,
     Dynamics,
     Hyperparameters,
     LatentPrior,
-    ModuleSpec,
     PREDICTIVES,
     PluginPredictive,
     belief_is_valid,
-    build_module,
     init_belief,
     make_config,
     init_sweep,
-    has_convolution,
     make_predictive,
     predict_at,
     predict_distribution,
     run_filter,
     run_sweep,
-    module_params,
     sample_posterior,
 )
 
@@ -227,6 +222,19 @@ _SHARED_ATTRIBUTES_DOC = """
     sigma0_weights_ : ndarray of shape (K,)
         Posterior probabilities of the scales under a uniform prior over the grid:
         ``softmax`` of their prequential log-evidence on all observations so far."""
+
+
+def _is_module(obj) -> bool:
+    """Whether ``obj`` is a ``flax.nnx.Module``, without importing flax: one can exist only
+    once flax has been imported."""
+    nnx = sys.modules.get("flax.nnx")
+    return nnx is not None and isinstance(obj, nnx.Module)
+
+
+def _module_spec(module):
+    from .core._models import ModuleSpec
+
+    return ModuleSpec.of(module)
 
 
 def _on_device(leaf):
@@ -481,9 +489,14 @@ class _BaseBONG(BaseEstimator):
             raise ValueError(f"hidden_layer_sizes must hold positive integers, got {sizes!r}.")
         return tuple(int(h) for h in sizes)
 
-    def _build_model(self, n_features: int, n_outputs: int, seed: int) -> tuple[ModuleSpec, np.ndarray]:
-        """The network's structure and its initial weights (the prior mean), checked to map
-        ``(B, n_features)`` inputs to ``(B, n_outputs)``."""
+    def _build_model(self, n_features: int, n_outputs: int, seed: int):
+        """The network's structure (a :class:`~skbong.core.ModuleSpec`) and its initial
+        weights (the prior mean), checked to map ``(B, n_features)`` inputs to
+        ``(B, n_outputs)``."""
+        from flax import nnx
+
+        from .core._models import MLP, ModuleSpec, build_module, has_convolution, module_params
+
         if self.model is None:
             sizes = (n_features, *self._hidden_layer_sizes(), n_outputs)
             # One compiled initialiser, cached per sizes, instead of one compilation per
@@ -530,11 +543,11 @@ class _BaseBONG(BaseEstimator):
     def _model_structure(self):
         """What identifies ``model``'s structure: None (the MLP), a module's
         :class:`ModuleSpec`, or the factory itself."""
-        if not isinstance(self.model, nnx.Module):
+        if not _is_module(self.model):
             return self.model
         if self.model is self.__dict__.get("_fitted_model"):  # no split per prediction
             return self._fitted_structure["model"]
-        return ModuleSpec.of(self.model)
+        return _module_spec(self.model)
 
     def _rank(self, n_params: int) -> int:
         # DLR of rank R >= P is a full precision matrix; a larger R only costs more.
@@ -569,7 +582,7 @@ class _BaseBONG(BaseEstimator):
                     "or set it back."
                 )
 
-    def _config(self, spec: ModuleSpec):
+    def _config(self, spec):
         # make_config raises a clear ValueError for combinations that are not available.
         if self.algorithm == "blr" and self.family in ("dlr", "slr") and self.learning_rate > 1:
             raise ValueError(
@@ -858,7 +871,7 @@ class _BaseBONG(BaseEstimator):
         self._spec = spec
         if reset:  # partial_fit checked that the structure is unchanged
             self._fitted_structure = self._structure(
-                spec.n_params, ModuleSpec.of(self.model) if isinstance(self.model, nnx.Module) else self.model
+                spec.n_params, _module_spec(self.model) if _is_module(self.model) else self.model
             )
             self._fitted_model = self.model
         self.posterior_ = state

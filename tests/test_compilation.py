@@ -1,5 +1,8 @@
 """Compiled code is shared by structure and never rebuilt for hyperparameters or batch lengths."""
 
+import subprocess
+import sys
+
 import numpy as np
 from sklearn.base import clone
 from sklearn.datasets import load_digits
@@ -54,3 +57,22 @@ def test_structure_change_does_compile():
     before = trace_count("filter")
     BONGClassifier(rank=4, random_state=0).fit(X, y)
     assert trace_count("filter") == before + 1
+
+
+def test_import_defers_flax_until_a_network_is_built():
+    """``import skbong`` leaves flax (and what it pulls in) unimported; the first fit, or a
+    name of ``skbong.core`` that is a network, imports it."""
+    code = (
+        "import sys\n"
+        "import skbong, skbong.core\n"
+        "from skbong import BONGClassifier\n"
+        "assert 'flax' not in sys.modules, 'import skbong imported flax'\n"
+        "from skbong.core import MLP\n"
+        "assert 'flax.nnx' in sys.modules and MLP.__module__ == 'skbong.core._models'\n"
+        "import numpy as np\n"
+        "X = np.random.default_rng(0).normal(size=(20, 3))\n"
+        "print(BONGClassifier(hidden_layer_sizes=(2,)).fit(X, X[:, 0] > 0).score(X, X[:, 0] > 0))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert 0.0 <= float(result.stdout.strip().splitlines()[-1]) <= 1.0

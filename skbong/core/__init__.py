@@ -75,17 +75,7 @@ from ._filter import (
     update_step,
 )
 from ._likelihoods import Categorical, Gaussian
-from ._models import (
-    ACTIVATIONS,
-    MLP,
-    MLPSpec,
-    ModuleSpec,
-    PatchConv,
-    build_module,
-    flatten_module,
-    has_convolution,
-    module_params,
-)
+from ._activations import ACTIVATIONS
 from ._predictive import (
     CategoricalPredictive,
     GaussianPredictive,
@@ -98,6 +88,21 @@ from ._predictive import (
 )
 from ._rules import BBB, BLR, BOG, BONG, UpdateRule, apply_rule
 from ._rvga import ExplicitRVGA, GaussHermite, ImplicitRVGA, InverseProbit, LinearGaussian, Logistic, run_rvga, rvga_step
+
+#: Names defined in ``_models``, which imports flax (about 0.3 s, more where IPython is
+#: installed): loaded at first use, so that ``import skbong`` does not pay for it.
+_NETWORK_NAMES = frozenset(
+    {"MLP", "MLPSpec", "ModuleSpec", "PatchConv", "build_module", "flatten_module", "has_convolution", "module_params"}
+)
+
+
+def __getattr__(name: str):
+    if name in _NETWORK_NAMES:
+        from . import _models
+
+        return getattr(_models, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ACTIVATIONS",

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ._activations import ACTIVATIONS
+
 __all__ = [
     "ACTIVATIONS",
     "MLP",
@@ -23,12 +25,6 @@ __all__ = [
     "module_params",
 ]
 
-ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "identity": lambda x: x,
-    "logistic": jax.nn.sigmoid,
-    "tanh": jnp.tanh,
-    "relu": jax.nn.relu,
-}
 
 
 class MLP(nnx.Module):

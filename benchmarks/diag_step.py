@@ -2,10 +2,10 @@
 (VD-EKF) form, over sigma0 (issue 19, item 1).
 
 Protocol: ``mnist_stream(seed)`` (``benchmarks/mnist_stream.py``'s stream), the MLP 784-50-10
-or the paper's CNN (``--model``), BONG-LIN-HESS on ``diag`` and ``diag_mom``, one pass over T = 2,000 rows, one observation per
-step, ``mu_0`` the seed's LeCun-normal initialisation; plug-in accuracy and NLL on the seed's
-2,000 test rows at t = 500 and 2,000, mean over seeds 0..S-1. No tuning: a sweep of the prior
-scale, the same for both steps.
+or the paper's CNN (``--model``), BONG-LIN-HESS on ``diag`` and ``diag_mom``, one pass over
+T = 2,000 rows, one observation per step, ``mu_0`` the seed's LeCun-normal initialisation;
+plug-in accuracy and NLL on the seed's 2,000 test rows at t = 500 and 2,000, mean over seeds
+0..S-1. No tuning: a sweep of the prior scale, the same for both steps.
 
     python benchmarks/diag_step.py [--seeds 3] [--model cnn]
 """

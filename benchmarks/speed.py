@@ -43,7 +43,7 @@ import numpy as np
 from _report import RESULTS, markdown_table, write
 from flax import nnx
 
-from skbong.core import MLP, Hyperparameters, make_config, run_filter, update_step
+from skbong.core import MLP, Hyperparameters, make_config, module_params, run_filter, update_step
 from skbong.core._filter import MATMUL_PRECISION
 from skbong.datasets import mnist_stream
 from mnist_stream import Model, build_model
@@ -124,7 +124,7 @@ def step_cost(config, state, x, y) -> tuple[float, float]:
 def mlp_model(width: int) -> Model:
     """The MLP 784-``width``-10 (ReLU) as an ``mnist_stream.Model``."""
     build = lambda seed: MLP((784, width, 10), "relu", nnx.Rngs(seed))  # noqa: E731
-    return Model(f"mlp{width}", f"MLP 784-{width}-10", build, 795 * width + 10)
+    return Model(f"mlp{width}", f"MLP 784-{width}-10", build, int(module_params(build(0)).shape[0]))
 
 
 def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, n_rows: int) -> dict:

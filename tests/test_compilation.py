@@ -37,9 +37,14 @@ def test_partial_fit_chunks_equal_one_call_and_do_not_recompile():
 def test_new_sigma0_and_clones_do_not_recompile():
     X, y = _digits(300)
     BONGClassifier(random_state=0).fit(X, y).predict(X)
+    # A belief that moves between steps is a second program (a static one has no predict step).
+    before = trace_count("filter")
+    BONGClassifier(dynamics_decay=0.999, process_noise=1e-5, random_state=0).fit(X, y)
+    assert trace_count("filter") == before + 1
     before = trace_count()
     est = BONGClassifier(sigma0=0.05, random_state=1).fit(X, y)
     clone(est).set_params(sigma0=0.6, dynamics_decay=0.99, process_noise=1e-4).fit(X, y).predict_proba(X)
+    clone(est).set_params(sigma0=0.2, dynamics_decay=0.9, process_noise=0.0).fit(X, y)
     assert trace_count() == before
 
 

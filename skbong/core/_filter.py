@@ -2,11 +2,13 @@
 
 The jitted entry points: :func:`run_filter` (update the belief over a stream, optionally
 recording one-step-ahead predictions), :func:`run_sweep` (``K`` such filters with different
-hyperparameters or initial beliefs, vectorised into one scan) and
-:func:`predict_distribution` (the posterior predictive of a batch); :func:`predict_at` and
-:func:`sample_posterior` serve posterior draws. The config is static; every continuous hyperparameter is a traced argument, so
-tuning it never recompiles. Streams are cut into chunks whose lengths come from a few fixed buckets,
-padded with rows of weight zero, so calls with new lengths reuse compiled code.
+hyperparameters or initial beliefs, vectorised into one scan) and :func:`predict_distribution`
+(the posterior predictive of a batch); :func:`predict_at` and :func:`sample_posterior` serve
+posterior draws. The config is static; every continuous hyperparameter is a traced argument, so
+tuning it never recompiles, with one exception: a static belief (decay 1, no process noise) has
+a program of its own, without the predict step. Streams are cut into chunks whose lengths come
+from a few fixed buckets, padded with rows of weight zero, so calls with new lengths reuse
+compiled code.
 """
 
 from __future__ import annotations
@@ -64,21 +66,40 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
 MATMUL_PRECISION = "highest"
 
 
-#: XLA options, on CPU, of the programs that run once per fit (the prior, the validity
-#: check): no backend optimisation, which took most of their compile time.
-CPU_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0}
+#: XLA options, on CPU, of the programs that run once per fit (the prior, the keys): no
+#: backend optimisation, which took most of their compile time, and XLA's older loop
+#: emitter instead of its fusion emitters, which halved what was left (a first fit on
+#: digits: the prior 0.028 -> 0.010 s, the keys 0.049 -> 0.026 s).
+CPU_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+#: XLA options, on CPU, of a network's initialiser (once per fit; see ``build_module``):
+#: backend optimisation level 1, unlike 0, gives the eager construction's weights bit for
+#: bit (level 0 moves the truncated normal's inverse error function by an ulp); the older
+#: loop emitter keeps them too and takes the MLP's from 0.20 to 0.14 s.
+CPU_INIT_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+
+
+@lru_cache(maxsize=None)
+def _cpu_accepts(cpu_options: tuple[tuple, ...]) -> bool:
+    """Whether this jaxlib's CPU compiler accepts ``cpu_options`` (one tiny compilation)."""
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=dict(cpu_options)).lower(1.0).compile()
+    except Exception:  # an option this jaxlib does not know
+        return False
+    return True
 
 
 @lru_cache(maxsize=None)
 def _compiler_options(backend: str, cpu_options: tuple[tuple, ...]) -> tuple[tuple, ...]:
-    """``cpu_options`` on a CPU backend whose jaxlib accepts them, else none."""
+    """``cpu_options`` on a CPU backend whose jaxlib accepts them, else none (XLA's defaults).
+
+    Every option set is probed at once: each probe is a compilation of ~20 ms in a first
+    fit. Only if the union is refused are the sets probed one by one."""
     if backend != "cpu":
         return ()
-    try:
-        jax.jit(lambda x: x + 1, compiler_options=dict(cpu_options)).lower(1.0).compile()
-    except Exception:  # an option this jaxlib does not know: keep XLA's defaults
-        return ()
-    return cpu_options
+    every_option = {**CPU_COMPILER_OPTIONS, **CPU_INIT_OPTIONS, **CPU_RUN_ONCE_OPTIONS}
+    if _cpu_accepts(tuple(every_option.items())) or _cpu_accepts(cpu_options):
+        return cpu_options
+    return ()
 
 
 def _jit(static_argnames, cpu_options: dict = CPU_COMPILER_OPTIONS):
@@ -182,13 +203,15 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
 
 def _scan_stream(
     config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent,
-    n_steps,
+    n_steps, static_belief, check_valid,
 ):
     """The scan of one filter over the first ``n_steps`` steps of ``xs, ys, weights`` (not
-    jitted on its own); the later steps are padding of the compiled length.
+    jitted on its own); the later steps are padding of the compiled length. With
+    ``static_belief`` (see :func:`_is_static`) the predict step is left out of the program.
 
     Returns the final belief (with the final noise estimate when the dynamics estimate
-    it) and the records (zero for the padding steps)."""
+    it), the records (zero for the padding steps) and, with ``check_valid``, whether the
+    final belief is valid (``family.is_valid``; else None)."""
     family, dynamics = config.family, config.dynamics
     rows_per_step = xs.shape[1]
 
@@ -205,6 +228,8 @@ def _scan_stream(
         step_hyper = hyper._replace(obs_noise=noise)
 
         def predicted(state):
+            if static_belief:
+                return state
             belief = state
             if dynamics.inflation is not None:
                 latent_mean = latent_precision = None
@@ -250,7 +275,8 @@ def _scan_stream(
     if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
         noise = jnp.broadcast_to(noise, ys.shape[-1:])
     (state, _, noise), out = _prefix_scan(body, (state, jnp.asarray(t0, jnp.int32), noise), (xs, ys, weights), n_steps)
-    return ((state, noise) if dynamics.adaptive_obs_noise else state), out
+    valid = family.is_valid(state) if check_valid else None
+    return ((state, noise) if dynamics.adaptive_obs_noise else state), out, valid
 
 
 def _prefix_scan(body, carry, xs, n_steps):
@@ -274,15 +300,38 @@ def _prefix_scan(body, carry, xs, n_steps):
     return jax.lax.fori_loop(0, n_steps, step, (carry, outs))
 
 
-@_jit(static_argnames=("config", "record"))
+@_jit(static_argnames=("config", "record", "static_belief", "check_valid"))
 def _scan(
-    config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent, n_steps
+    config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent, n_steps,
+    static_belief, check_valid,
 ):
     _TRACES["filter"] += 1
-    return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps)
+    return _scan_stream(
+        config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief, check_valid
+    )
 
 
-@_jit(static_argnames=("config", "record", "hyper_axes", "vectorize"))
+def _is_static(config: FilterConfig, hyper: Hyperparameters) -> bool:
+    """Whether every predict step is known, before tracing, to be the identity: decay 1 and
+    process noise 0 as constants (every member's, in a sweep), no inflation.
+
+    The scan of such a belief has no predict step: for DLR that is a ``lax.switch`` between
+    the predict step's three forms (in both branches of the step's ``lax.cond``), about a
+    fifth of the first fit's compile time on digits. Tuning ``dynamics_decay`` or
+    ``process_noise`` away from these values compiles the scan once more; other values
+    share that program.
+    """
+    dynamics = config.dynamics
+    if dynamics.decay is not None or dynamics.process_noise is not None or dynamics.inflation is not None:
+        return False
+    try:
+        decay, noise = np.asarray(hyper.dynamics_decay), np.asarray(hyper.process_noise)
+    except jax.errors.TracerArrayConversionError:  # traced by the caller's own jit
+        return False
+    return bool(np.all(decay == 1) and np.all(noise == 0))
+
+
+@_jit(static_argnames=("config", "record", "static_belief", "check_valid", "hyper_axes", "vectorize"))
 def _sweep_scan(
     config: FilterConfig,
     states,
@@ -296,13 +345,18 @@ def _sweep_scan(
     record_key,
     latents,
     n_steps,
+    static_belief,
+    check_valid,
     hyper_axes,
     vectorize,
 ):
     _TRACES["sweep"] += 1
 
     def one_member(state, hyper, key, latent):
-        return _scan_stream(config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps)
+        return _scan_stream(
+            config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief,
+            check_valid,
+        )
 
     if vectorize:
         # The data and the step count are shared: the lax.cond on the weights stays a cond.
@@ -338,6 +392,7 @@ def run_filter(
     sample_weight=None,
     callback=None,
     latent_prior: LatentPrior | None = None,
+    return_valid: bool = False,
 ):
     """Update the belief ``state`` with observations ``(X, Y)`` in order.
 
@@ -379,6 +434,9 @@ def run_filter(
         The initial prior ``N(mu_0, eta_0^{-1} I)``; required by Bayesian and hybrid
         inflation (``config.dynamics``), ignored otherwise. The prior at step ``k`` is
         that of ``k = n_seen // batch_size`` predict steps of the constant dynamics.
+    return_valid : bool, default=False
+        Also return :func:`belief_is_valid` of the updated belief, computed by the call's
+        last compiled program rather than by one of its own.
 
     Returns
     -------
@@ -387,8 +445,10 @@ def run_filter(
         Only with ``record``: ``log p(y_n | x_n, y_{<n})`` and the predictive mean of
         ``y_n`` (class probabilities for a categorical likelihood).
     obs_noise : array of shape (C,)
-        Last, only when ``config.dynamics`` estimates the observation noise: the estimate
+        Only when ``config.dynamics`` estimates the observation noise: the estimate
         after the last row, to pass as ``hyper.obs_noise`` to the next call.
+    valid : bool array of shape ()
+        Last, only with ``return_valid``.
     """
     if key is None:
         key = jax.random.PRNGKey(0)
@@ -401,7 +461,7 @@ def run_filter(
     latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
         _scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0, sample_weight, callback,
-        latent_prior,
+        latent_prior, return_valid,
     )
 
 
@@ -420,6 +480,7 @@ def run_sweep(
     sample_weight=None,
     callback=None,
     latent_prior: LatentPrior | None = None,
+    return_valid: bool = False,
 ):
     """Run ``K`` filters side by side on the same stream, in one compiled scan.
 
@@ -462,6 +523,8 @@ def run_sweep(
         As for :func:`run_filter`; the records have the members' leading axis.
     latent_prior : LatentPrior, optional
         As for :func:`run_filter`, with leading axis ``K`` (one initial prior per member).
+    return_valid : bool, default=False
+        As for :func:`run_filter`: one flag per member.
 
     Returns
     -------
@@ -469,7 +532,9 @@ def run_sweep(
     log_prob, mean : ndarrays of shape (K, N) and (K, N, C)
         Only with ``record``.
     obs_noise : array of shape (K, C)
-        Last, only when ``config.dynamics`` estimates the observation noise.
+        Only when ``config.dynamics`` estimates the observation noise.
+    valid : bool array of shape (K,)
+        Last, only with ``return_valid``.
     """
     dtype = states.mean.dtype
     n_members = states.mean.shape[0]
@@ -497,7 +562,7 @@ def run_sweep(
     latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
         scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1, sample_weight, callback,
-        latent_prior,
+        latent_prior, return_valid,
     )
 
 
@@ -542,9 +607,8 @@ def belief_is_valid(family, state) -> jax.Array:
     """``family.is_valid(state)`` compiled once per family and shape; a state with a
     leading members axis (a sweep) gives one flag per member.
 
-    It runs after every ``partial_fit`` call, so it is compiled with XLA's optimisations:
-    without them it took 0.9 ms (DIAG) and 3.7 ms (DLR-10) per call at ``P = 40k``, against
-    0.11 and 0.21 ms, for 0.02 s more compile time once.
+    ``run_filter(..., return_valid=True)`` computes the same flag inside the filter's own
+    program, which saves this one's compilation (0.09 s of a first fit on digits) and a call.
     """
     if state.mean.ndim == 2:
         return jax.vmap(family.is_valid)(state)
@@ -579,11 +643,14 @@ def _init_members(family, mean0, sigma0):
 
 
 def _run_chunks(
-    scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent
+    scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent,
+    check_valid,
 ):
     """Feed ``(X, Y)`` and the row weights to the jitted ``scan`` in bucket-sized chunks;
     ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
-    ``callback(n_rows_done, chunk_records)`` runs after each chunk has been computed."""
+    ``callback(n_rows_done, chunk_records)`` runs after each chunk has been computed.
+    ``check_valid``: the last chunk's program also checks the final belief (one program
+    per call instead of two; the flag comes last in the returned tuple)."""
     X = np.asarray(X)
     Y = np.asarray(Y)
     dtype = state.mean.dtype
@@ -591,8 +658,10 @@ def _run_chunks(
     weights = _row_weights(weights, X.shape[0], dtype)
     if record_key is None:
         record_key = jax.random.PRNGKey(0)
+    static_belief = _is_static(config, hyper)
     n_steps = -(-X.shape[0] // batch_size)
     records = []
+    valid = None
     start = 0
     while start < n_steps:
         length = min(n_steps - start, STEP_BUCKETS[-1])
@@ -604,7 +673,7 @@ def _run_chunks(
         ws = _pad_rows(weights[rows], bucket * batch_size).reshape(bucket, batch_size)
         # numpy inputs go straight to the compiled call, whose C++ dispatch transfers them
         # (jnp.asarray first cost ~50 us each: a third of a one-row partial_fit's overhead).
-        state, out = scan(
+        state, out, valid = scan(
             config,
             state,
             np.asarray(xs, dtype),
@@ -617,6 +686,8 @@ def _run_chunks(
             record_key,
             latent,
             length,
+            static_belief,
+            check_valid,
         )
         if adaptive:  # the noise estimate goes on to the next chunk
             state, noise = state
@@ -636,8 +707,11 @@ def _run_chunks(
             jax.block_until_ready(state)  # the chunk is computed, not only dispatched
             callback(min(start * batch_size, X.shape[0]), records[-1] if record is not None else None)
     extra = (hyper.obs_noise,) if adaptive else ()
+    if check_valid:
+        # A chunk's flag is that of the belief it ends with; without rows, that given.
+        extra = (*extra, belief_is_valid(config.family, state) if valid is None else valid)
     if record is None:
-        return (state, *extra) if adaptive else state
+        return (state, *extra) if extra else state
     lead = state.mean.shape[:n_lead]
     if not records:
         return state, np.zeros((*lead, 0)), np.zeros((*lead, 0, Y.shape[1])), *extra

@@ -12,6 +12,7 @@ import numpy as np
 from flax import nnx
 
 from ._activations import ACTIVATIONS
+from ._filter import CPU_INIT_OPTIONS, _compiler_options
 
 __all__ = [
     "ACTIVATIONS",
@@ -142,14 +143,6 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
     return spec.apply, module_params(module)
 
 
-#: XLA options of the initialiser on a CPU: backend optimisation level 1. It runs once per
-#: fit. Built eagerly, the truncated normals of a first fit on digits compiled in 0.2-0.6 s
-#: each (one per kernel shape); the MLP's whole initialiser compiles in 0.33 s at level 1.
-#: Level 1, unlike 0, gives the eager construction's weights bit for bit (level 0 moves
-#: the truncated normal's inverse error function by an ulp).
-INIT_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
-
-
 @lru_cache(maxsize=64)
 def _compiled_initialiser(factory: Callable, args: tuple, backend: str) -> Callable:
     """``seed -> state`` of ``factory(*args, rngs=nnx.Rngs(seed))``, compiled once per
@@ -159,7 +152,7 @@ def _compiled_initialiser(factory: Callable, args: tuple, backend: str) -> Calla
         # nnx.Rngs(seed) makes jax.random.key(seed) of a Python int; a traced seed needs the key.
         return nnx.state(factory(*args, rngs=nnx.Rngs(jax.random.key(seed))))
 
-    return jax.jit(initialise, compiler_options=INIT_COMPILER_OPTIONS if backend == "cpu" else None)
+    return jax.jit(initialise, compiler_options=dict(_compiler_options(backend, tuple(CPU_INIT_OPTIONS.items()))))
 
 
 def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:

@@ -18,9 +18,11 @@ from skbong.core import (
     Hyperparameters,
     LatentPrior,
     init_sweep,
+    belief_is_valid,
     make_config,
     run_filter,
     run_sweep,
+    trace_count,
 )
 
 N_IN, N_HIDDEN = 2, 3
@@ -267,6 +269,54 @@ def test_constant_schedule_equals_constant_dynamics(x64):
     got = run_filter(scheduled, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
     for a, b in zip(expected, got):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"])
+def test_static_belief_equals_an_identity_schedule(family, x64):
+    """Decay 1 and no process noise, as constants, take a program without the predict step;
+    a schedule of the same values runs the step, and the two filters agree. Other constant
+    values take the moving program, compiled once for all of them."""
+    apply, n_params = network(1)
+    X, Y = stream(8, 1, seed=14)
+    static = make_config(apply, "gaussian", family, 2)
+    identity = make_config(apply, "gaussian", family, 2,
+                           dynamics=Dynamics(decay=lambda t: 1.0, process_noise=lambda t: 0.0))
+    state0 = static.family.init(jnp.full(n_params, 0.1), jnp.asarray(0.5))
+    expected = run_filter(identity, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
+    got = run_filter(static, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
+    for a, b in zip(expected, got):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+    before = trace_count("filter")
+    moved = run_filter(static, state0, X, Y, Hyperparameters(0.3, 0.97, 0.01))
+    assert trace_count("filter") == before + 1
+    run_filter(static, state0, X, Y, Hyperparameters(0.3, 1.0, 0.02))
+    assert trace_count("filter") == before + 1
+    assert np.max(np.abs(np.asarray(moved.mean) - np.asarray(got.mean))) > 1e-4
+
+
+def test_returned_validity_is_that_of_the_final_belief(x64):
+    """``return_valid`` gives ``belief_is_valid`` of the result, computed in the filter's
+    program: per member in a sweep, where a member given a NaN noise breaks down."""
+    apply, n_params = network(1)
+    X, Y = stream(6, 1, seed=15)
+    config = make_config(apply, "gaussian", "diag")
+    state0 = config.family.init(jnp.full(n_params, 0.1), jnp.asarray(0.5))
+    state, valid = run_filter(config, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0), return_valid=True)
+    assert valid.shape == () and bool(valid) and bool(belief_is_valid(config.family, state))
+
+    broken, valid = run_filter(config, state0, X, Y * np.nan, Hyperparameters(0.3, 1.0, 0.0), return_valid=True)
+    assert not bool(valid) and not bool(belief_is_valid(config.family, broken))
+
+    states = init_sweep(config.family, jnp.full(n_params, 0.1), np.array([0.5, 0.5, 0.5]))
+    for vectorize in (False, True):
+        swept, valid = run_sweep(config, states, X, Y, Hyperparameters(np.array([0.3, np.nan, 0.1]), 1.0, 0.0),
+                                 vectorize=vectorize, return_valid=True)
+        np.testing.assert_array_equal(valid, belief_is_valid(config.family, swept))
+        np.testing.assert_array_equal(valid, [True, False, True])
+    # Without rows the flag is the given belief's.
+    _, valid = run_filter(config, state0, X[:0], Y[:0], Hyperparameters(0.3, 1.0, 0.0), return_valid=True)
+    assert bool(valid)
 
 
 # ---------------------------------------------------------------------------- sweeps

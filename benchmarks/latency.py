@@ -99,7 +99,7 @@ hyper = Hyperparameters(*(np.asarray(h, np.float32) for h in Hyperparameters(np.
 key = jax.random.PRNGKey(0)
 static = getattr(_filter, "_is_static", lambda *_: None)(config, hyper)  # as partial_fit decides (absent at the baseline)
 def step(i):
-    jax.block_until_ready(_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None, 1, static))
+    jax.block_until_ready(_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None, 1, static, True))
 out["compiled_step"] = per_call(step)
 pred = jax.device_put(np.asarray(rows[0][0], np.float32))
 def predict_step(i):
@@ -130,7 +130,7 @@ def measure(tree: Path, repeats: int, baseline: bool) -> dict:
     }
     first = [json.loads(run(FIRST_FIT, tree)) for _ in range(max(1, repeats // 2))]
     one_row_code = ONE_ROW.replace(
-        "_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None, 1, static)",
+        "_filter._scan(config, state, xs, ys, ws, hyper, key, 1000 + i, PluginPredictive(), key, None, 1, static, True)",
         ONE_ROW_BASELINE_STEP,
     ) if baseline else ONE_ROW
     one_row = json.loads(run(one_row_code, tree))

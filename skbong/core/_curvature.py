@@ -14,13 +14,19 @@ ones draw from the current belief with ``family.sample``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple, Union
 
 import jax
 import jax.numpy as jnp
 
+from ._activations import ACTIVATIONS
+
 __all__ = [
     "Curvature",
+    "DenseFactors",
+    "DenseLayer",
+    "DenseNetwork",
     "LowRankCurvature",
     "DenseCurvature",
     "DiagonalCurvature",
@@ -31,6 +37,73 @@ __all__ = [
 ]
 
 
+class DenseLayer(NamedTuple):
+    """Where a dense layer ``z = h W + b`` keeps its weights in the flat parameter vector:
+    the ``(n_in, n_out)`` kernel row-major from offset ``kernel``, the bias from ``bias``."""
+
+    kernel: int
+    bias: int
+    n_in: int
+    n_out: int
+
+
+@dataclass(frozen=True)
+class DenseNetwork:
+    """A multi-layer perceptron laid out in the flat parameter vector: its layers in order
+    and the hidden activation (a name of ``ACTIVATIONS``; the last layer is linear).
+
+    A network ``apply_fn`` that carries one as ``apply_fn.dense_network`` (the built-in
+    :class:`MLP` does) lets :class:`LinearizedHessian` return the root of ``G`` in factored
+    form, :class:`DenseFactors`, which the diagonal families' Kalman step uses without
+    ever forming the ``P x K`` root.
+    """
+
+    layers: tuple[DenseLayer, ...]
+    activation: str
+
+    def forward(self, theta: jax.Array, x: jax.Array, taps) -> tuple[jax.Array, list]:
+        """Outputs ``(B, C)`` of the rows ``x`` with ``taps[l]`` ``(B, n_out)`` added to
+        layer ``l``'s pre-activation, and each layer's inputs ``(B, n_in)``. The outputs'
+        cotangents pulled back to the taps are the layers' sensitivities ``d f / d z``."""
+        activation = ACTIVATIONS[self.activation]
+        h, inputs = x.astype(theta.dtype), []
+        for i, layer in enumerate(self.layers):
+            inputs.append(h)
+            kernel = theta[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
+            z = h @ kernel + theta[layer.bias : layer.bias + layer.n_out] + taps[i]
+            h = activation(z) if i < len(self.layers) - 1 else z
+        return h, inputs
+
+    def covers(self, n_params: int) -> bool:
+        """Whether the layers' weights are exactly the ``n_params`` parameters."""
+        spans = sorted(
+            [(layer.kernel, layer.n_in * layer.n_out) for layer in self.layers]
+            + [(layer.bias, layer.n_out) for layer in self.layers]
+        )
+        end = 0
+        for start, size in spans:
+            if start != end:
+                return False
+            end += size
+        return end == n_params
+
+
+@partial(jax.tree_util.register_dataclass, data_fields=["inputs", "sens"], meta_fields=["network"])
+@dataclass(frozen=True)
+class DenseFactors:
+    """The root of LIN-HESS's ``G`` on a :class:`DenseNetwork`, layer by layer.
+
+    Column ``(b, k)`` of the root is ``sqrt(w_b) J_b^T L_b e_k``. On layer ``l``'s kernel
+    it is the outer product ``inputs[l][b] (x) sens[l][b, k]`` (the row's input to the
+    layer times the sensitivity of the layer's pre-activation), on its bias
+    ``sens[l][b, k]``: ``(n_in + n_out) B K`` numbers for ``P K``.
+    """
+
+    inputs: tuple  # per layer (B, n_in)
+    sens: tuple  # per layer (B, K, n_out)
+    network: DenseNetwork
+
+
 class LowRankCurvature(NamedTuple):
     """Expected gradient ``grad`` (``g``, shape ``(P,)``) and Hessian ``-root root^T``.
 
@@ -39,11 +112,14 @@ class LowRankCurvature(NamedTuple):
     draw is a column of the root (LIN-EF, MC-EF), or ``J^T r`` with ``r = L z`` in the
     range of the likelihood's Hessian root ``L`` (LIN-HESS). The DLR natural step uses it to
     get its Woodbury products from the small Gram matrix instead of a pass over ``P``.
+    ``factors``, when not None, is the same root in the factored form of
+    :class:`DenseFactors`; a step that reads only it lets XLA drop ``root``'s computation.
     """
 
     grad: jax.Array  # (P,)
     root: jax.Array  # (P, K)
     coords: jax.Array  # (K,)
+    factors: DenseFactors | None = None
 
     def matrix(self) -> jax.Array:
         """Dense ``G``."""
@@ -137,7 +213,26 @@ class LinearizedHessian:
         # coords sqrt(w_b) z_b.
         coords = jax.vmap(likelihood.score_coords, in_axes=(0, 0, None))(f, y, obs_noise)
         coords = jnp.where(root_weight[:, None] > 0, coords * root_weight[:, None], 0.0)
-        return LowRankCurvature(grad, root.T, coords.reshape(b * k))
+        network = getattr(apply_fn, "dense_network", None)
+        factors = None
+        if network is not None and network.covers(state.mean.shape[0]):
+            factors = _dense_factors(network, state.mean, x, cotangents.reshape(b * k, b, c))
+        return LowRankCurvature(grad, root.T, coords.reshape(b * k), factors)
+
+
+def _dense_factors(network: DenseNetwork, theta, x, cotangents) -> DenseFactors:
+    """:class:`DenseFactors` of the root whose column ``(b, k)`` is the pull-back of
+    ``cotangents[b * K + k]`` (nonzero in row ``b`` only), from one reverse pass per
+    column through the taps: no ``P``-sized array."""
+    n_rows = x.shape[0]
+    taps = [jnp.zeros((n_rows, layer.n_out), theta.dtype) for layer in network.layers]
+    _, pull_back, inputs = jax.vjp(lambda t: network.forward(theta, x, t), taps, has_aux=True)
+    (sens,) = jax.vmap(pull_back)(cotangents)  # per layer (B K, B, n_out), row b of column (b, k)
+    own_row = jnp.eye(n_rows, dtype=theta.dtype)
+    sens = tuple(
+        jnp.einsum("bkco,bc->bko", s.reshape(n_rows, -1, n_rows, s.shape[-1]), own_row) for s in sens
+    )
+    return DenseFactors(tuple(inputs), sens, network)
 
 
 @dataclass(frozen=True)

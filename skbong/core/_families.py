@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from ._curvature import Curvature, LowRankCurvature
+from ._curvature import Curvature, DenseFactors, LowRankCurvature
 
 __all__ = [
     "FullCovState",
@@ -385,6 +385,8 @@ def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool
     overshoots the observation: ``U^T (mu' - mu) = A (I + A)^{-1} z`` with ``A = U^T S U``.
     ``O(K^2 P)`` for ``K`` columns of ``U``; no ``P x P`` matrix.
     """
+    if curv.factors is not None:
+        return _diag_kalman_dense_step(state, curv.factors, curv.coords, lr, moment)
     root = jnp.sqrt(lr).astype(state.mean.dtype) * curv.root  # (P, K)
     coords = jnp.sqrt(lr).astype(state.mean.dtype) * curv.coords
     if not moment:
@@ -402,6 +404,72 @@ def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool
     a = _lower_inverse(chol) @ jnp.concatenate([cov_root.T, coords[:, None]], axis=1)
     mean = state.mean + a[:, :-1].T @ a[:, -1]
     return DiagState(mean, state.var - jnp.sum(a[:, :-1] ** 2, axis=0))
+
+
+def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr, moment: bool) -> DiagState:
+    """:func:`_diag_kalman_step` on a dense network, from the root's factors.
+
+    On a layer with inputs ``h_b``, sensitivities ``D_bk`` and prior variances ``V`` (kernel,
+    ``n_in x n_out``) and ``v`` (bias), every quantity of the step is a product of small
+    factors (``b, c`` rows, ``k, j`` columns, ``i`` inputs, ``o`` outputs):
+
+    * the Gram matrix ``U^T S U``: ``sum_o D_bko D_cjo (sum_i h_bi h_ci V_io + v_o)``;
+    * the gain direction ``U g``: ``h_bi sum_k D_bko g_bk`` summed over ``b``;
+    * the diagonal ``diag(U M U^T)``: ``sum_bc h_bi h_ci sum_kj D_bko M_bkcj D_cjo``
+      (``M = I`` for the natural step's precision, ``(I + U^T S U)^{-1}`` for the moment
+      step's covariance), and without ``h`` on the bias.
+
+    The same update as the root's (tested), reading each variance and mean once: for the
+    MNIST MLP (``P = 40k``, ``K = 10``) no ``P x K`` array is formed.
+    """
+    dtype = state.mean.dtype
+    scale = jnp.sqrt(lr).astype(dtype)
+    coords = scale * coords
+    layers = factors.network.layers
+    sens = [scale * d for d in factors.sens]
+    n_rows, n_cols = sens[0].shape[0], sens[0].shape[0] * sens[0].shape[1]
+
+    def weights(flat, layer):
+        kernel = flat[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
+        return kernel, flat[layer.bias : layer.bias + layer.n_out]
+
+    gram = jnp.zeros((n_cols, n_cols), dtype)
+    for layer, h, d in zip(layers, factors.inputs, sens):
+        var_kernel, var_bias = weights(state.var, layer)
+        inner = jnp.einsum("bi,ci,io->bco", h, h, var_kernel) + var_bias
+        gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
+    chol = jnp.linalg.cholesky(jnp.eye(n_cols, dtype=dtype) + gram)
+    if moment:
+        middle = jax.scipy.linalg.cho_solve((chol, True), jnp.eye(n_cols, dtype=dtype))
+        gain_coords = middle @ coords
+        middle = middle.reshape(n_rows, -1, n_rows, sens[0].shape[1])
+    else:
+        gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
+    gain_coords = gain_coords.reshape(n_rows, -1)
+    pieces = []
+    for layer, h, d in zip(layers, factors.inputs, sens):
+        var_kernel, var_bias = weights(state.var, layer)
+        mean_kernel, mean_bias = weights(state.mean, layer)
+        direction = jnp.einsum("bko,bk->bo", d, gain_coords)  # U g = h^T direction
+        if moment:
+            paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle, d)
+            diag_kernel = jnp.einsum("bi,ci,bco->io", h, h, paired)
+            diag_bias = jnp.sum(paired, axis=(0, 1))
+            new_kernel = var_kernel - var_kernel**2 * diag_kernel
+            new_bias = var_bias - var_bias**2 * diag_bias
+        else:
+            squares = jnp.sum(d**2, axis=1)  # (B, n_out)
+            new_kernel = 1.0 / (1.0 / var_kernel + (h**2).T @ squares)
+            new_bias = 1.0 / (1.0 / var_bias + jnp.sum(squares, axis=0))
+        pieces += [
+            (layer.kernel, mean_kernel + var_kernel * (h.T @ direction), new_kernel),
+            (layer.bias, mean_bias + var_bias * jnp.sum(direction, axis=0), new_bias),
+        ]
+    pieces.sort(key=lambda piece: piece[0])  # the layers cover the flat vector in this order
+    return DiagState(
+        jnp.concatenate([jnp.ravel(mean) for _, mean, _ in pieces]),
+        jnp.concatenate([jnp.ravel(var) for _, _, var in pieces]),
+    )
 
 
 @dataclass(frozen=True)

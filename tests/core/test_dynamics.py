@@ -258,17 +258,24 @@ def test_schedules_match_dense_recursion(x64):
     np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
 
 
-def test_constant_schedule_equals_constant_dynamics(x64):
+def _schedule_equals_constants(family, decay, noise, seed):
+    """Filter one stream with constant dynamics ``(decay, noise)`` and with schedules of the
+    same values, assert they agree, and return the constant config, prior, data and result."""
     apply, n_params = network(1)
-    X, Y = stream(8, 1, seed=11)
-    plain = make_config(apply, "gaussian", "dlr", 2)
-    scheduled = make_config(apply, "gaussian", "dlr", 2,
-                            dynamics=Dynamics(decay=lambda t: 0.95, process_noise=lambda t: 0.01))
-    state0 = plain.family.init(jnp.full(n_params, 0.1), jnp.asarray(0.5))
-    expected = run_filter(plain, state0, X, Y, Hyperparameters(0.3, 0.95, 0.01))
-    got = run_filter(scheduled, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
+    X, Y = stream(8, 1, seed=seed)
+    constant = make_config(apply, "gaussian", family, 2)
+    scheduled = make_config(apply, "gaussian", family, 2,
+                            dynamics=Dynamics(decay=lambda t: decay, process_noise=lambda t: noise))
+    state0 = constant.family.init(jnp.full(n_params, 0.1), jnp.asarray(0.5))
+    expected = run_filter(scheduled, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
+    got = run_filter(constant, state0, X, Y, Hyperparameters(0.3, decay, noise))
     for a, b in zip(expected, got):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    return constant, state0, X, Y, got
+
+
+def test_constant_schedule_equals_constant_dynamics(x64):
+    _schedule_equals_constants("dlr", 0.95, 0.01, seed=11)
 
 
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"])
@@ -276,16 +283,7 @@ def test_static_belief_equals_an_identity_schedule(family, x64):
     """Decay 1 and no process noise, as constants, take a program without the predict step;
     a schedule of the same values runs the step, and the two filters agree. Other constant
     values take the moving program, compiled once for all of them."""
-    apply, n_params = network(1)
-    X, Y = stream(8, 1, seed=14)
-    static = make_config(apply, "gaussian", family, 2)
-    identity = make_config(apply, "gaussian", family, 2,
-                           dynamics=Dynamics(decay=lambda t: 1.0, process_noise=lambda t: 0.0))
-    state0 = static.family.init(jnp.full(n_params, 0.1), jnp.asarray(0.5))
-    expected = run_filter(identity, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
-    got = run_filter(static, state0, X, Y, Hyperparameters(0.3, 1.0, 0.0))
-    for a, b in zip(expected, got):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    static, state0, X, Y, got = _schedule_equals_constants(family, 1.0, 0.0, seed=14)
 
     before = trace_count("filter")
     moved = run_filter(static, state0, X, Y, Hyperparameters(0.3, 0.97, 0.01))

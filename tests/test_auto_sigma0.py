@@ -15,6 +15,7 @@ from sklearn.datasets import load_digits
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skbong import AUTO_SIGMA0, BONGClassifier, BONGRegressor
+from skbong._estimators import OCCAM_BURN_IN, OCCAM_WINDOW
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +24,10 @@ def digits():
     return X[:300] / 16, y[:300]
 
 
-def _row_by_row_average(member_log_probs):
-    """log sum_k w_k(t) p_k(y_t), with w_k(t) proportional to prod_{s<t} p_k(y_s)."""
-    evidence = [0.0] * len(member_log_probs)
+def _row_by_row_average(member_log_probs, evidence=None):
+    """log sum_k w_k(t) p_k(y_t), with w_k(t) proportional to prod_{s<t} p_k(y_s) (times
+    ``exp(evidence_k)`` given)."""
+    evidence = [0.0] * len(member_log_probs) if evidence is None else list(evidence)
     out = []
     for t in range(len(member_log_probs[0])):
         top = max(evidence)
@@ -52,6 +54,41 @@ def test_the_average_over_scales_is_built_from_the_single_scale_filters(digits):
     for fitted, single in zip(auto.posterior_, singles[best].posterior_):
         np.testing.assert_allclose(fitted, single, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(auto.predict_proba(X), singles[best].predict_proba(X), rtol=1e-9, atol=1e-12)
+
+
+def test_occams_window_drops_the_scales_far_behind_and_stops_running_them():
+    # Past OCCAM_BURN_IN rows (checked at the end of each compiled chunk of 512 steps), a
+    # scale more than OCCAM_WINDOW nats behind the best gets weight 0 and keeps its belief.
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:700] / 16, y[:700]
+    grid = [0.03, 0.2, 0.3, 1.0]
+    common = dict(hidden_layer_sizes=(8,), prequential=True, shuffle=False, random_state=0, dtype="float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the narrowest scale alone learns little
+        singles = [BONGClassifier(sigma0=s, **common).fit(X, y) for s in grid]
+        auto = BONGClassifier(sigma0=grid, **common).fit(X, y)
+    member_log_probs = np.array([m.prequential_log_prob_ for m in singles])
+    assert OCCAM_BURN_IN == 512
+    head, evidence = _row_by_row_average(member_log_probs[:, :512])
+    dropped = evidence < evidence.max() - OCCAM_WINDOW
+    assert dropped.any() and not dropped.all()
+    kept = np.flatnonzero(~dropped)
+    tail, tail_evidence = _row_by_row_average(member_log_probs[kept, 512:], evidence[kept])
+    np.testing.assert_allclose(auto.prequential_log_prob_, np.concatenate([head, tail]), rtol=1e-8)
+    expected = np.zeros(len(grid))
+    expected[kept] = np.exp(tail_evidence - tail_evidence.max()) / np.exp(tail_evidence - tail_evidence.max()).sum()
+    np.testing.assert_allclose(auto.sigma0_weights_, expected, rtol=1e-6, atol=1e-300)
+    best = kept[int(np.argmax(tail_evidence))]
+    assert auto.sigma0_ == grid[best]
+    for fitted, single in zip(auto.posterior_, singles[best].posterior_):
+        np.testing.assert_allclose(fitted, single, rtol=1e-9, atol=1e-12)
+    # A dropped scale's filter stopped where it was dropped.
+    k = int(np.flatnonzero(dropped)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        at_drop = BONGClassifier(sigma0=grid[k], **common).fit(X[:512], y[:512])
+    for member, single in zip(auto._members, at_drop.posterior_):
+        np.testing.assert_allclose(member[k], single, rtol=1e-9, atol=1e-12)
 
 
 def test_partial_fit_carries_every_scale_and_its_evidence(digits):

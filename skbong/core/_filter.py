@@ -349,29 +349,50 @@ def _sweep_scan(
     check_valid,
     hyper_axes,
     vectorize,
+    active=None,
 ):
     _TRACES["sweep"] += 1
 
-    def one_member(state, hyper, key, latent):
+    def run_member(state, hyper, key, latent):
         return _scan_stream(
             config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief,
             check_valid,
         )
 
+    def frozen_member(state, hyper, key, latent):
+        # What a member left out returns: its belief (and noise estimate) as they were,
+        # records of NaN ("not computed").
+        records = jax.eval_shape(run_member, state, hyper, key, latent)[1]
+        records = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), records)
+        belief = state
+        if config.dynamics.adaptive_obs_noise:
+            belief = (state, jnp.broadcast_to(hyper.obs_noise, ys.shape[-1:]).astype(ys.dtype))
+        return belief, records, config.family.is_valid(state) if check_valid else None
+
+    def one_member(state, hyper, key, latent, is_active):
+        if is_active is None:
+            return run_member(state, hyper, key, latent)
+        # Inside lax.map a real branch: a member left out costs nothing. Under vmap both
+        # branches run and the result is selected.
+        return jax.lax.cond(is_active, run_member, frozen_member, state, hyper, key, latent)
+
     if vectorize:
         # The data and the step count are shared: the lax.cond on the weights stays a cond.
         # Shared hyperparameters stay unbatched, so branches chosen by their values (the DLR
         # predict step's lax.switch on q and gamma) are still taken, not all evaluated.
-        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0, 0))(states, hypers, keys, latents)
+        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0, 0, 0))(
+            states, hypers, keys, latents, active
+        )
     varying = Hyperparameters(*(h if axis == 0 else None for h, axis in zip(hypers, hyper_axes)))
 
     def member(args):
-        state, values, key, latent = args
+        state, values, key, latent, is_active = args
         return one_member(
-            state, Hyperparameters(*(v if v is not None else h for v, h in zip(values, hypers))), key, latent
+            state, Hyperparameters(*(v if v is not None else h for v, h in zip(values, hypers))), key, latent,
+            is_active,
         )
 
-    return jax.lax.map(member, (states, varying, keys, latents))
+    return jax.lax.map(member, (states, varying, keys, latents, active))
 
 
 def _bucket(n_steps: int) -> int:
@@ -481,6 +502,7 @@ def run_sweep(
     callback=None,
     latent_prior: LatentPrior | None = None,
     return_valid: bool = False,
+    active=None,
 ):
     """Run ``K`` filters side by side on the same stream, in one compiled scan.
 
@@ -525,6 +547,11 @@ def run_sweep(
         As for :func:`run_filter`, with leading axis ``K`` (one initial prior per member).
     return_valid : bool, default=False
         As for :func:`run_filter`: one flag per member.
+    active : bool array of shape (K,), optional
+        Members to run; default all. A member left out keeps its belief (and its noise
+        estimate) unchanged and gets records of NaN. Run one after the other (a CPU's
+        default) it costs nothing; vectorised, its steps are computed and discarded.
+        ``sigma0="auto"`` leaves out the prior scales its Occam's window has dropped.
 
     Returns
     -------
@@ -558,7 +585,13 @@ def run_sweep(
             )
     if vectorize is None:
         vectorize = jax.default_backend() != "cpu"
-    scan = partial(_sweep_scan, hyper_axes=tuple(0 if h.ndim else None for h in hypers), vectorize=bool(vectorize))
+    if active is not None:
+        active = np.asarray(active, bool)
+        if active.shape != (n_members,):
+            raise ValueError(f"active must hold one flag per member ({n_members}), got shape {active.shape}.")
+    scan = partial(
+        _sweep_scan, hyper_axes=tuple(0 if h.ndim else None for h in hypers), vectorize=bool(vectorize), active=active
+    )
     latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
         scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1, sample_weight, callback,

@@ -12,6 +12,7 @@ import pytest
 
 from skbong.core import (
     DLRState,
+    Dynamics,
     Hyperparameters,
     MLPSpec,
     PluginPredictive,
@@ -131,3 +132,31 @@ def test_sweep_refuses_values_of_the_wrong_length(x64):
         run_sweep(config, states, X, y, Hyperparameters([0.1, 1.0], 1.0, 0.0))
     with pytest.raises(ValueError, match="one key per member"):
         run_sweep(config, states, X, y, Hyperparameters(0.1, 1.0, 0.0), keys=jax.random.split(jax.random.PRNGKey(0), 2))
+
+
+@pytest.mark.parametrize("vectorize", [False, True])
+@pytest.mark.parametrize("family, adaptive", [("dlr", False), ("fc", True)])
+def test_a_member_left_out_keeps_its_belief_and_the_others_are_unchanged(vectorize, family, adaptive, x64):
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(70, 3))
+    y = np.tanh(X @ np.array([1.0, -2.0, 0.5]))[:, None] + 0.1 * rng.normal(size=(70, 1))
+    spec = MLPSpec(3, (4,), 1, "tanh")
+    config = make_config(spec.apply, "gaussian", family, 2, dynamics=Dynamics(adaptive_obs_noise=adaptive))
+    states = init_sweep(config.family, np.asarray(spec.init_params(0), np.float64), np.array([0.1, 0.5, 1.0]))
+    hypers = Hyperparameters(np.array([0.05, 0.1, 0.2]), 1.0, 0.0)
+    args = (config, states, X, y, hypers, 1, None, 0, PluginPredictive())
+    everyone = run_sweep(*args, vectorize=vectorize, return_valid=True)
+    some = run_sweep(*args, vectorize=vectorize, return_valid=True, active=[True, False, True])
+    for k in (0, 2):
+        for a, b in zip(identified(everyone[0], k), identified(some[0], k)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+        for a, b in zip(everyone[1:], some[1:]):
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-12)
+    for a, b in zip(identified(states, 1), identified(some[0], 1)):
+        np.testing.assert_array_equal(a, b)
+    assert np.isnan(some[1][1]).all() and np.isnan(some[2][1]).all()
+    if adaptive:  # the noise estimate it had, not one updated
+        np.testing.assert_array_equal(some[3][1], [0.1])
+    assert some[-1][1]
+    with pytest.raises(ValueError, match="one flag per member"):
+        run_sweep(*args, active=[True, False])

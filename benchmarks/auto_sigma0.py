@@ -27,7 +27,7 @@ what a loop over the scales costs. Occam's window (``OCCAM_WINDOW``) drops scale
 The last two columns compare auto with the fixed ``sigma0 = 0.3`` (the default before auto)
 fitted on the same rows as auto.
 
-Writes ``results/auto_sigma0.md`` and ``.png``.
+Writes ``results/auto_sigma0.{md,png,json}``.
 
     python benchmarks/auto_sigma0.py [--seeds 3] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn]
 """
@@ -35,6 +35,7 @@ Writes ``results/auto_sigma0.md`` and ``.png``.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 import warnings
 
@@ -182,7 +183,7 @@ def _mean_se(values) -> str:
 
 def report(results: dict, name: str) -> str:
     rows, n_met, n_default = [], 0, 0
-    for name, runs in results.items():
+    for data_name, runs in results.items():
         fixed = np.array([r["fixed_nll"] for r in runs])
         auto = np.array([r["auto_nll"] for r in runs])
         diff = auto - fixed
@@ -195,7 +196,7 @@ def report(results: dict, name: str) -> str:
         default_se = versus_default.std(ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else 0.0
         n_default += bool(np.all(np.isfinite(auto)) and versus_default.mean() <= default_se)
         rows.append([
-            name, len(runs), _mean_se(fixed), _mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
+            data_name, len(runs), _mean_se(fixed), _mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
             "yes" if met else "**no**",
             _mean_se([r["fixed_metric"] for r in runs]), _mean_se([r["auto_metric"] for r in runs]),
             " ".join(f"{r['fixed_sigma0']:g}" for r in runs), " ".join(f"{r['auto_sigma0']:g}" for r in runs),
@@ -249,8 +250,14 @@ def main():
     parser.add_argument("--uci-splits", type=int, default=5)
     parser.add_argument("--datasets", default="digits,digits_raw,uci,mnist,mnist_cnn")
     parser.add_argument("--name", default="auto_sigma0")
+    parser.add_argument("--from-json", action="store_true", help="re-render results/NAME.json without fitting")
     args = parser.parse_args()
-    results = run(args.datasets.split(","), args.seeds, args.uci_splits)
+    json_path = RESULTS / f"{args.name}.json"
+    if args.from_json:
+        results = json.loads(json_path.read_text())
+    else:
+        results = run(args.datasets.split(","), args.seeds, args.uci_splits)
+        json_path.write_text(json.dumps(results, indent=1, default=float))
     path = write(args.name, "sigma0='auto' against the best fixed sigma0 chosen on held-out data", report(results, args.name))
     plot(results, RESULTS / f"{args.name}.png")
     print(f"wrote {path}")

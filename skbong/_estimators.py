@@ -1003,7 +1003,7 @@ class _BaseBONG(BaseEstimator):
                 config, state, X[rows], Y[rows], hyper, self.batch_size, key, n_seen + start, record,
                 self._predict_key(seed), sample_weight=None if sample_weight is None else sample_weight[rows],
                 callback=partial(progress, offset=start), latent_prior=latent, return_valid=True,
-                active=None if active.all() else active,
+                active=active,  # always a mask: one compiled program before and after a scale drops out
             )
             state, valid = out[0], out[-1]
             if adaptive:

@@ -51,7 +51,6 @@ from .core import (
     PREDICTIVES,
     STEP_BUCKETS,
     PluginPredictive,
-    belief_is_valid,
     init_belief,
     make_config,
     init_sweep,
@@ -331,7 +330,8 @@ class _Progress:
     The log-loss is the running mean of ``-log p(y_t | x_t, D_{<t})`` over the pass's rows
     so far: the prequential record (for a sweep, the model average over the members, as
     ``sigma0="auto"`` predicts), shifted by ``unit_shift`` into the user's units. For a
-    sweep the averaged chunks are kept: :meth:`model_average` returns the pass's.
+    sweep the averaged chunks are kept: :meth:`model_average` returns the pass's, and the
+    members' log-evidence after each chunk goes through Occam's window (``OCCAM_WINDOW``).
     """
 
     def __init__(self, name, pass_index, n_seen, n_rows, evidence, unit_shift, verbose, history):
@@ -347,7 +347,10 @@ class _Progress:
         seconds = time.perf_counter() - self.start
         log_prob, prediction = records
         if self.evidence is not None:
-            log_prob, prediction, self.evidence = _average_over_members(self.evidence, log_prob, prediction)
+            log_prob, prediction, evidence = _average_over_members(self.evidence, log_prob, prediction)
+            if self.n_seen + n_done >= OCCAM_BURN_IN:  # Occam's window: far behind is out for good
+                evidence = np.where(evidence >= np.max(evidence) - OCCAM_WINDOW, evidence, -np.inf)
+            self.evidence = evidence
             self.averaged.append((log_prob, prediction))
         # A diverging chunk's infinite scores give NaN here; the fit raises after the pass.
         with np.errstate(invalid="ignore"):
@@ -987,16 +990,15 @@ class _BaseBONG(BaseEstimator):
         return obs_noise
 
     def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
-        """One pass of the sweep over prior scales, in pieces of one compiled chunk, with
-        Occam's window applied after each (``OCCAM_WINDOW``): a scale dropped, or one whose
+        """One pass of the sweep over prior scales, in pieces of one compiled chunk, after
+        each of which ``progress`` applies Occam's window: a scale dropped, or one whose
         predictions broke down (log-evidence -inf), keeps its belief and runs no more.
 
         Returns the members' beliefs, ``hyper`` (with the noise estimates), and whether
         each member's belief is valid; ``progress`` holds the averaged records."""
         piece = STEP_BUCKETS[-1] * self.batch_size
         adaptive = config.dynamics.adaptive_obs_noise
-        valid = None
-        for start in range(0, X.shape[0], piece):
+        for start in range(0, X.shape[0], piece):  # validated X has rows
             rows = slice(start, start + piece)
             active = np.isfinite(progress.evidence)
             out = run_sweep(
@@ -1008,11 +1010,6 @@ class _BaseBONG(BaseEstimator):
             state, valid = out[0], out[-1]
             if adaptive:
                 hyper = hyper._replace(obs_noise=out[3])
-            if n_seen + start + X[rows].shape[0] >= OCCAM_BURN_IN:
-                evidence = progress.evidence
-                progress.evidence = np.where(evidence >= np.max(evidence) - OCCAM_WINDOW, evidence, -np.inf)
-        if valid is None:  # no rows
-            valid = belief_is_valid(config.family, state)
         return state, hyper, valid
 
     def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:

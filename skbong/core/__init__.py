@@ -60,6 +60,7 @@ from ._families import (
     DLRState,
     FullCovariance,
     FullCovarianceMoment,
+    FullCovDeferred,
     FullCovState,
 )
 from ._filter import (
@@ -128,6 +129,7 @@ __all__ = [
     "EXTRA_FAMILIES",
     "FAMILIES",
     "FilterConfig",
+    "FullCovDeferred",
     "FullCovState",
     "FullCovariance",
     "FullCovarianceMoment",

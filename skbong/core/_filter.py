@@ -22,7 +22,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import FilterConfig
+from ._curvature import LowRankCurvature
 from ._dynamics import LatentPrior, inflate, latent_prior_at, update_noise_estimate
+from ._families import FullCovariance
 from ._rules import apply_rule
 
 __all__ = [
@@ -218,8 +220,13 @@ def _scan_stream(
     def update(prior, x, y, m, key, step_hyper):
         return update_step(config, prior, x, y, m, step_hyper, key)
 
-    def body(carry, batch):
+    def body(carry, batch, base):
+        # ``base`` (not None) is the dense covariance of a block of deferred steps: the
+        # carried FullCovDeferred leaves it out, and it is put back only where the family
+        # reads it, so that no lax.cond has it as an output (XLA would copy it every step).
         state, t, noise = carry
+        attach = (lambda s: s) if base is None else (lambda s: s._replace(base=base))
+        detach = (lambda s: s) if base is None else (lambda s: s._replace(base=None))
         x, y, m = batch
         # Randomness of a step depends only on the index of its first observation, so
         # cutting a stream into partial_fit calls differently gives the same draws.
@@ -248,11 +255,11 @@ def _scan_stream(
             return predictive.log_prob(y), predictive.mean
 
         def step(state, x, y, m, key):
-            prior = predicted(state)
-            return update(prior, x, y, m, key, step_hyper), scored(prior, x, y), prior.mean
+            prior = predicted(attach(state))
+            return detach(update(prior, x, y, m, key, step_hyper)), scored(prior, x, y), prior.mean
 
         def skip(state, x, y, *_):
-            prior = predicted(state)
+            prior = predicted(attach(state))
             return state, scored(prior, x, y), prior.mean
 
         # Steps without a row of positive weight (padding, or rows of weight zero) leave
@@ -274,9 +281,79 @@ def _scan_stream(
     noise = hyper.obs_noise
     if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
         noise = jnp.broadcast_to(noise, ys.shape[-1:])
-    (state, _, noise), out = _prefix_scan(body, (state, jnp.asarray(t0, jnp.int32), noise), (xs, ys, weights), n_steps)
+    carry = (state, jnp.asarray(t0, jnp.int32), noise)
+    block_steps, width = _deferral(config, state, xs, ys, weights, hyper, key)
+    if block_steps > 1:
+        (state, _, noise), out = _deferred_scan(body, carry, (xs, ys, weights), n_steps, family, block_steps, width)
+    else:
+        (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
     valid = family.is_valid(state) if check_valid else None
     return ((state, noise) if dynamics.adaptive_obs_noise else state), out, valid
+
+
+def _deferral(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key) -> tuple[int, int]:
+    """Steps per block of deferred covariance downdates, and the width of their factor
+    (``(1, 0)``: the belief is updated in full every step).
+
+    Deferred (:class:`~skbong.core.FullCovDeferred`) where every step is a BONG-style
+    natural step without the KL term on a low-rank curvature, the Woodbury form whose
+    downdates can wait, and no inflation rescales the precision in between.
+    """
+    family, rule = config.family, config.rule
+    if not isinstance(family, FullCovariance) or rule.geometry != "natural" or rule.with_kl:
+        return 1, 0
+    if config.dynamics.inflation is not None:
+        return 1, 0
+    curv = jax.eval_shape(
+        lambda s, x, y, w: config.estimator(
+            config.apply_fn, config.likelihood, family, s, x, y, w, hyper.obs_noise, key
+        ),
+        state, xs[0], ys[0], weights[0],
+    )
+    if not isinstance(curv, LowRankCurvature):
+        return 1, 0
+    step_columns = rule.n_inner_steps * curv.root.shape[1]
+    block_steps = family.steps_per_block(state.mean.shape[0], step_columns)
+    return block_steps, block_steps * step_columns
+
+
+def _empty_records(body, carry, xs):
+    """Zero buffers for the records of every step of ``xs``."""
+    length = jax.tree_util.tree_leaves(xs)[0].shape[0]
+    first = jax.tree_util.tree_map(lambda a: a[0], xs)
+    out_shapes = jax.eval_shape(lambda c, x: body(c, x)[1], carry, first)
+    return jax.tree_util.tree_map(lambda s: jnp.zeros((length, *s.shape), s.dtype), out_shapes)
+
+
+def _deferred_scan(body, carry, xs, n_steps, family, block_steps: int, width: int):
+    """:func:`_prefix_scan` in blocks of ``block_steps`` steps, for a dense covariance whose
+    downdates wait in a ``P x width`` factor until the end of each block
+    (:meth:`~skbong.core.FullCovariance.defer`, :meth:`~skbong.core.FullCovariance.settle`).
+
+    Inside a block the covariance is only read: it is not part of the inner loop's carry,
+    so XLA neither copies nor rewrites it per step.
+    """
+    state, t, noise = carry
+    deferred = family.defer(state, width)
+    outs = _empty_records(partial(body, base=deferred.base), (deferred._replace(base=None), t, noise), xs)
+
+    def block(b, block_carry):
+        (state, t, noise), outs = block_carry
+        deferred = family.defer(state, width)
+        base = deferred.base
+
+        def step(i, step_carry):
+            carry, outs = step_carry
+            carry, out = body(carry, jax.tree_util.tree_map(lambda a: a[i], xs), base=base)
+            return carry, jax.tree_util.tree_map(lambda buf, o: buf.at[i].set(o), outs, out)
+
+        start = b * block_steps
+        end = jnp.minimum(start + block_steps, n_steps)
+        (held, t, noise), outs = jax.lax.fori_loop(start, end, step, ((deferred._replace(base=None), t, noise), outs))
+        return (family.settle(held._replace(base=base)), t, noise), outs
+
+    n_blocks = (n_steps + block_steps - 1) // block_steps
+    return jax.lax.fori_loop(0, n_blocks, block, (carry, outs))
 
 
 def _prefix_scan(body, carry, xs, n_steps):
@@ -287,10 +364,7 @@ def _prefix_scan(body, carry, xs, n_steps):
     run the padding steps too (100 rows in a bucket of 512: 412 steps that each copy the
     belief), a while loop with a traced trip count stops at the last row.
     """
-    length = jax.tree_util.tree_leaves(xs)[0].shape[0]
-    first = jax.tree_util.tree_map(lambda a: a[0], xs)
-    out_shapes = jax.eval_shape(lambda c, x: body(c, x)[1], carry, first)
-    outs = jax.tree_util.tree_map(lambda s: jnp.zeros((length, *s.shape), s.dtype), out_shapes)
+    outs = _empty_records(body, carry, xs)
 
     def step(i, loop_carry):
         carry, outs = loop_carry

@@ -5,6 +5,8 @@ for the linear-Gaussian posterior, dense Jacobians by forward-mode autodiff, den
 matrix inverses.
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 
 from skbong.core import (
     Categorical,
+    FullCovState,
     Hyperparameters,
     MLPSpec,
     filter_posterior,
@@ -322,3 +325,80 @@ def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, b
     np.testing.assert_allclose(states["factored"].mean, states["root"].mean, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(states["factored"].var, states["root"].var, rtol=1e-9)
     assert np.max(np.abs(np.asarray(states["root"].mean) - np.asarray(mean0))) > 1e-2
+
+
+def _kalman_filter(X, y, weight, mean0, sigma0, noise, decay, q, batch_size):
+    """Dense Kalman filter of ``y = x^T theta + N(0, noise / w)`` with the predict step
+    ``theta <- decay theta + N(0, q I)``; also each row's one-step-ahead log density. A
+    step whose rows all have weight zero leaves the belief as it was, predict step
+    included (rows of weight zero are not observations)."""
+    mean, cov = np.array(mean0, float), sigma0**2 * np.eye(len(mean0))
+    log_probs = []
+    for start in range(0, len(y), batch_size):
+        rows = slice(start, start + batch_size)
+        pred_mean, pred_cov = decay * mean, decay**2 * cov + q * np.eye(len(mean))
+        H, w = X[rows], weight[rows]
+        var = np.einsum("bp,pq,bq->b", H, pred_cov, H) + noise
+        log_probs += list(-0.5 * (np.log(2 * np.pi * var) + (y[rows] - H @ pred_mean) ** 2 / var))
+        keep = w > 0
+        if keep.any():
+            H, R = H[keep], np.diag(noise / w[keep])
+            gain = pred_cov @ H.T @ np.linalg.inv(H @ pred_cov @ H.T + R)
+            mean = pred_mean + gain @ (y[rows][keep] - H @ pred_mean)
+            cov = pred_cov - gain @ H @ pred_cov
+    return mean, cov, np.array(log_probs)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+@pytest.mark.parametrize("decay, q", [(1.0, 0.0), (0.97, 0.02)])
+def test_fc_deferred_downdates_are_the_kalman_filter(batch_size, decay, q, x64):
+    # FullCovariance holds the downdates of a block of steps in a factor and applies them at
+    # the block's end. For a linear-Gaussian model BONG-LIN-HESS-FC is the Kalman filter, so
+    # with blocks of 3 steps (the last one partial), a predict step, row weights and rows of
+    # weight zero, it must still give the Kalman filter's posterior and predictions.
+    from skbong.core import FullCovariance, make_predictive
+    from skbong.core._filter import _deferral
+
+    X, y = _linear_data(n=41, p=5)
+    weight = np.random.default_rng(1).uniform(0.5, 2.0, size=41)
+    weight[[4, 5, 17]] = 0.0
+    mean0, sigma0, noise = np.linspace(-0.3, 0.3, 5), 1.2, 0.25
+    family = FullCovariance(deferred_columns=3 * batch_size, defer_from=0)
+    config = dataclasses.replace(make_config(_linear, "gaussian", "fc"), family=family)
+    state = family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    hyper = Hyperparameters(*(jnp.asarray(v) for v in (noise, decay, q, 1.0)))
+    xs, ys, ws = (jnp.asarray(a)[None, :batch_size] for a in (X, y[:, None], weight))
+    assert _deferral(config, state, xs, ys, ws, hyper, jax.random.PRNGKey(0)) == (3, 3 * batch_size)
+
+    new, log_prob, _ = run_filter(
+        config, state, X, y[:, None], hyper, batch_size=batch_size, sample_weight=weight,
+        record=make_predictive("linearized", "gaussian"),
+    )
+    mean, cov, expected_log_prob = _kalman_filter(X, y, weight, mean0, sigma0, noise, decay, q, batch_size)
+    assert isinstance(new, FullCovState)
+    np.testing.assert_allclose(new.mean, mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(new.cov, cov, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(log_prob, expected_log_prob, rtol=1e-9)
+
+
+@pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef", "mc_ef"])
+@pytest.mark.parametrize("vectorize", [False, True])
+def test_fc_deferred_downdates_leave_an_mlp_sweep_unchanged(hessian, vectorize, x64):
+    # On a nonlinear model the deferred form must reproduce the step-by-step update: the
+    # same posteriors and records, in a sweep over two prior scales with a predict step.
+    from skbong.core import FullCovariance, init_sweep, make_predictive, run_sweep
+
+    spec, X, Y = _mlp_stream(n=23, seed=2)
+    mean0 = jnp.asarray(spec.init_params(0), jnp.float64)
+    direct = make_config(spec.apply, "categorical", "fc", hessian=hessian, n_mc_samples=4)
+    deferred = dataclasses.replace(direct, family=FullCovariance(deferred_columns=12, defer_from=0))
+    hypers = Hyperparameters(*(jnp.asarray(v) for v in (1.0, 0.98, [0.0, 0.01], 1.0)))
+    runs = []
+    for config in (direct, deferred):
+        states = init_sweep(config.family, mean0, jnp.asarray([0.5, 1.0]))
+        runs.append(run_sweep(
+            config, states, X, Y, hypers, record=make_predictive("linearized_mc", "categorical", 8),
+            vectorize=vectorize,
+        ))
+    for expected, got in zip(jax.tree_util.tree_leaves(runs[0]), jax.tree_util.tree_leaves(runs[1])):
+        np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)

@@ -300,9 +300,8 @@ def _deferral(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparamete
     downdates can wait, and no inflation rescales the precision in between.
     """
     family, rule = config.family, config.rule
-    if not isinstance(family, FullCovariance) or rule.geometry != "natural" or rule.with_kl:
-        return 1, 0
-    if config.dynamics.inflation is not None:
+    woodbury = isinstance(family, FullCovariance) and rule.geometry == "natural" and not rule.with_kl
+    if not woodbury or config.dynamics.inflation is not None:
         return 1, 0
     curv = jax.eval_shape(
         lambda s, x, y, w: config.estimator(
@@ -315,6 +314,17 @@ def _deferral(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparamete
     step_columns = rule.n_inner_steps * curv.root.shape[1]
     block_steps = family.steps_per_block(state.mean.shape[0], step_columns)
     return block_steps, block_steps * step_columns
+
+
+def _recorded_step(body, xs):
+    """The ``fori_loop`` body that runs ``body`` on step ``i`` of ``xs`` and stores its record."""
+
+    def step(i, loop_carry):
+        carry, outs = loop_carry
+        carry, out = body(carry, jax.tree_util.tree_map(lambda a: a[i], xs))
+        return carry, jax.tree_util.tree_map(lambda buf, o: buf.at[i].set(o), outs, out)
+
+    return step
 
 
 def _empty_records(body, carry, xs):
@@ -341,12 +351,7 @@ def _deferred_scan(body, carry, xs, n_steps, family, block_steps: int, width: in
         (state, t, noise), outs = block_carry
         deferred = family.defer(state, width)
         base = deferred.base
-
-        def step(i, step_carry):
-            carry, outs = step_carry
-            carry, out = body(carry, jax.tree_util.tree_map(lambda a: a[i], xs), base=base)
-            return carry, jax.tree_util.tree_map(lambda buf, o: buf.at[i].set(o), outs, out)
-
+        step = _recorded_step(partial(body, base=base), xs)
         start = b * block_steps
         end = jnp.minimum(start + block_steps, n_steps)
         (held, t, noise), outs = jax.lax.fori_loop(start, end, step, ((deferred._replace(base=None), t, noise), outs))
@@ -364,14 +369,7 @@ def _prefix_scan(body, carry, xs, n_steps):
     run the padding steps too (100 rows in a bucket of 512: 412 steps that each copy the
     belief), a while loop with a traced trip count stops at the last row.
     """
-    outs = _empty_records(body, carry, xs)
-
-    def step(i, loop_carry):
-        carry, outs = loop_carry
-        carry, out = body(carry, jax.tree_util.tree_map(lambda a: a[i], xs))
-        return carry, jax.tree_util.tree_map(lambda buf, o: buf.at[i].set(o), outs, out)
-
-    return jax.lax.fori_loop(0, n_steps, step, (carry, outs))
+    return jax.lax.fori_loop(0, n_steps, _recorded_step(body, xs), (carry, _empty_records(body, carry, xs)))
 
 
 @_jit(static_argnames=("config", "record", "static_belief", "check_valid"))

@@ -329,10 +329,9 @@ class FullCovariance(_GaussianFamily):
     name = "fc"
     diagonal = False
     _ops, _ngd, _gd = _Dense, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
-    _init, _predict, _is_valid = staticmethod(_full_init), staticmethod(_full_predict), staticmethod(_full_valid)
-    _sample, _covariance = staticmethod(_full_sample), staticmethod(lambda state: state.cov)
-    _output_cov, _rescale = staticmethod(_full_output_cov), staticmethod(_full_rescale)
-    _cov_dot = staticmethod(lambda state, v: state.cov @ v)
+    # The methods that also take a FullCovDeferred belief (predict, is_valid, sample,
+    # covariance, output_covariance, covariance_dot) are defined below.
+    _init, _rescale = staticmethod(_full_init), staticmethod(_full_rescale)
 
     def steps_per_block(self, n_params: int, step_columns: int) -> int:
         """Filter steps whose downdates one :class:`FullCovDeferred` block holds, for a

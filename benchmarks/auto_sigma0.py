@@ -189,7 +189,11 @@ def report(results: dict, name: str) -> str:
         diff = auto - fixed
         se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
         rel = diff.mean() / abs(fixed.mean())
-        met = bool(np.all(np.isfinite(auto)) and (rel <= 0.03 or diff.mean() <= se))
+        # With one run that differs (the others chose the same scale), the mean difference
+        # equals its SE identically, and 'within 1 SE' would be decided by round-off: the
+        # SE then says nothing, and only the 3% criterion counts.
+        informative_se = np.count_nonzero(np.abs(diff) > 1e-12) > 1
+        met = bool(np.all(np.isfinite(auto)) and (rel <= 0.03 or (informative_se and diff.mean() <= se)))
         n_met += met
         default = np.array([r["default_nll"] for r in runs])
         versus_default = auto - default
@@ -197,7 +201,7 @@ def report(results: dict, name: str) -> str:
         n_default += bool(np.all(np.isfinite(auto)) and versus_default.mean() <= default_se)
         rows.append([
             data_name, len(runs), _mean_se(fixed), _mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
-            "yes" if met else "**no**",
+            ("yes" if met else "**no**") + ("" if informative_se or rel <= 0.03 else " (one run differs: SE uninformative)"),
             _mean_se([r["fixed_metric"] for r in runs]), _mean_se([r["auto_metric"] for r in runs]),
             " ".join(f"{r['fixed_sigma0']:g}" for r in runs), " ".join(f"{r['auto_sigma0']:g}" for r in runs),
             f"{np.mean([max(r['auto_weights'] or [0]) for r in runs]):.3f}",
@@ -213,7 +217,8 @@ def report(results: dict, name: str) -> str:
     return "\n\n".join([
         f"Grid `AUTO_SIGMA0 = {AUTO_SIGMA0}` for both. NLL: test log-loss (classification) or Gaussian NLPD in "
         "the units of y (UCI). The target of issue 19: auto's test NLL within 3% (or 1 SE over runs) of the "
-        "fixed sigma0 chosen on held-out data.",
+        "fixed sigma0 chosen on held-out data. Where a single run's choice differs, the mean difference "
+        "equals its SE by construction, so there only the 3% criterion counts.",
         f"**Target met on {n_met} of {len(results)} data sets.** Against the fixed sigma0 = {FIXED_DEFAULT:g} "
         f"(the default before auto) fitted on the same rows, auto's NLL is lower or within 1 SE on {n_default} "
         f"of {len(results)}.",

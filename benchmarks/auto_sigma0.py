@@ -29,7 +29,7 @@ fitted on the same rows as auto.
 
 Writes ``results/auto_sigma0.{md,png,json}``.
 
-    python benchmarks/auto_sigma0.py [--seeds 3] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn]
+    python benchmarks/auto_sigma0.py [--seeds 5] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn]
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def plot(results: dict, path) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--uci-splits", type=int, default=5)
     parser.add_argument("--datasets", default="digits,digits_raw,uci,mnist,mnist_cnn")
     parser.add_argument("--name", default="auto_sigma0")

@@ -10,7 +10,7 @@ Each cell then makes one pass over all training rows with the chosen pair and re
 held-out accuracy and log-loss, whether the health test warned, and wall times. Cells
 the registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
-    python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10 --name NAME]
+    python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3] [--name NAME]
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _data():
     return train_test_split(X / 16.0, y, test_size=0.3, random_state=0, stratify=y)
 
 
-def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, n_inner):
+def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, protocol):
     return dict(
         hidden_layer_sizes=(hidden,),
         algorithm=algorithm,
@@ -83,24 +83,24 @@ def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, n_inner):
         family=family,
         sigma0=sigma0,
         learning_rate=learning_rate,
-        n_inner_steps=n_inner[algorithm],
+        n_inner_steps=protocol["n_inner"][algorithm],
         # The rows in the order the validation sweep saw them (train_test_split shuffled them).
         shuffle=False,
         random_state=RANDOM_STATE,
     )
 
 
-def candidate_pairs(algorithm, family):
+def candidate_pairs(algorithm, family, sigma0s=SIGMA0S):
     """Every ``(sigma0, learning_rate)`` of the validation search of one cell."""
     pairs = []
-    for sigma0, step in itertools.product(SIGMA0S, STEPS[algorithm]):
+    for sigma0, step in itertools.product(sigma0s, STEPS[algorithm]):
         rate = step / sigma0**4 if algorithm in ("bog", "bbb") and family in NATURAL else step
         if not (algorithm == "blr" and family == "dlr" and rate > 1):  # BONG Eq. 294 needs alpha <= 1
             pairs.append((sigma0, rate))
     return pairs
 
 
-def tune(algorithm, hessian, family, hidden, X_train, y_train, n_inner):
+def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
     """``(pairs, validation losses, seconds)`` of one cell, best pair first.
 
     Every ``(sigma0, learning_rate)`` pair of :func:`candidate_pairs` is one member of a
@@ -110,14 +110,14 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, n_inner):
     each predicted before it was learned; a member whose posterior broke down scores
     infinity.
     """
-    pairs = candidate_pairs(algorithm, family)
+    pairs = candidate_pairs(algorithm, family, protocol["sigma0s"])
     sigma0 = np.array([s for s, _ in pairs], np.float32)
     rate = np.array([lr for _, lr in pairs], np.float32)
     n_rows = N_LEARN + N_VAL
     X = np.asarray(X_train[:n_rows], np.float32)
     Y = np.eye(10, dtype=np.float32)[y_train[:n_rows]]
     spec = MLPSpec(X.shape[1], (hidden,), 10, "relu")
-    config = make_config(spec.apply, "categorical", family, 10, algorithm, hessian, n_inner[algorithm])
+    config = make_config(spec.apply, "categorical", family, 10, algorithm, hessian, protocol["n_inner"][algorithm])
     # The seed the estimator draws from random_state for its initial weights and PRNG key.
     seed = int(check_random_state(RANDOM_STATE).randint(np.iinfo(np.int32).max))
     states = init_sweep(config.family, spec.init_params(seed).astype(np.float32), sigma0)
@@ -131,18 +131,18 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, n_inner):
     return [pairs[i] for i in order], losses[order], time.perf_counter() - start
 
 
-def run_cell(algorithm, hessian, family, data, hidden, n_inner):
+def run_cell(algorithm, hessian, family, data, hidden, protocol):
     reason = undefined_reason(algorithm, hessian, family)
     if reason is not None:
         return {"status": "undefined", "reason": reason}
     X_train, X_test, y_train, y_test = data
-    pairs, losses, tune_s = tune(algorithm, hessian, family, hidden, X_train, y_train, n_inner)
+    pairs, losses, tune_s = tune(algorithm, hessian, family, hidden, X_train, y_train, protocol)
     n_finite = int(np.isfinite(losses).sum())
     if n_finite == 0:
         return {"status": "diverged at every sigma0 and learning rate", "tune_s": tune_s, "n_members": len(pairs)}
     # A pair whose final fit on all training rows raises gives way to the next best.
     for rank, (sigma0, lr) in enumerate(pairs[: min(N_FALLBACK, n_finite)]):
-        params = _params(algorithm, hessian, family, hidden, sigma0, lr, n_inner)
+        params = _params(algorithm, hessian, family, hidden, sigma0, lr, protocol)
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConvergenceWarning)
@@ -169,8 +169,8 @@ def run_cell(algorithm, hessian, family, data, hidden, n_inner):
             "n_members": len(pairs)}
 
 
-def _run_and_print(algorithm, hessian, family, data, hidden, n_inner):
-    cell = run_cell(algorithm, hessian, family, data, hidden, n_inner)
+def _run_and_print(algorithm, hessian, family, data, hidden, protocol):
+    cell = run_cell(algorithm, hessian, family, data, hidden, protocol)
     shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in cell.items()}
     print(algorithm, hessian, family, shown, flush=True)
     return cell
@@ -213,9 +213,12 @@ def main():
     parser.add_argument("--hidden", type=int, default=5)
     parser.add_argument("--n-jobs", type=int, default=1, help="cells run in parallel processes (joblib)")
     parser.add_argument("--inner", default="", help="inner steps per algorithm instead of N_INNER, e.g. bbb=10")
+    parser.add_argument("--sigma0s", default="", help="prior scales tried instead of SIGMA0S, e.g. 0.1,0.3,1,3")
     parser.add_argument("--name", default="digits_grid", help="results/NAME.{md,png,json}")
     args = parser.parse_args()
     n_inner = {**N_INNER, **{a: int(n) for a, n in (item.split("=") for item in args.inner.split(",") if item)}}
+    sigma0s = tuple(float(s) for s in args.sigma0s.split(",")) if args.sigma0s else SIGMA0S
+    protocol = {"n_inner": n_inner, "sigma0s": sigma0s}
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
     data = _data()
     X_train, X_test, y_train, y_test = data
@@ -229,7 +232,7 @@ def main():
     keys = [(a, h, f) for a in algorithms for h in hessians for f in families]
     # The full-covariance cells cost O(P^3) a step: start them first so the workers end together.
     by_cost = sorted(keys, key=lambda key: not key[2].startswith("fc"))
-    results = Parallel(n_jobs=args.n_jobs)(delayed(_run_and_print)(*key, data, args.hidden, n_inner)
+    results = Parallel(n_jobs=args.n_jobs)(delayed(_run_and_print)(*key, data, args.hidden, protocol)
                                            for key in by_cost)
     cells = dict(zip(by_cost, results))
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"-".join(k): v for k, v in cells.items()}, indent=1))
@@ -265,7 +268,7 @@ def main():
         "sigma0 and the learning rate of each cell are the pair with the lowest plug-in log-loss on a "
         f"validation split of the training rows: one `run_sweep` over the first {N_LEARN + N_VAL} training rows "
         f"with every pair as a member, scored on the last {N_VAL} of them, each predicted before it was learned "
-        f"(the test rows are never used to choose). Pairs: sigma0 in {SIGMA0S} x step in {STEPS}; for BOG and "
+        f"(the test rows are never used to choose). Pairs: sigma0 in {sigma0s} x step in {STEPS}; for BOG and "
         "BBB on natural coordinates (fc, diag) the learning rate is step / sigma0^4, so that the mean moves by "
         "about step x gradient on every family (Eqs. 137-139, 220-222 against 175, 307). The cell then "
         "makes one pass over all training rows, in the same order (`shuffle=False`), with `BONGClassifier` "

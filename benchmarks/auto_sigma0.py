@@ -181,13 +181,17 @@ def _mean_se(values) -> str:
     return f"{values.mean():.4f} ± {se:.4f}"
 
 
-def _within_one_se(diff) -> bool:
-    """Whether the mean of ``diff`` is at most one standard error above zero.
+def _informative_se(diff) -> bool:
+    """Whether more than one run differs: with a single one (the others chose the same
+    scale), the mean difference equals its SE identically."""
+    return np.count_nonzero(np.abs(diff) > 1e-12) > 1
 
-    Where a single run differs from zero (the others chose the same scale), the mean equals
-    its SE identically and the comparison would be decided by round-off; there only a mean
-    at or below zero counts."""
-    if np.count_nonzero(np.abs(diff) > 1e-12) <= 1:
+
+def _within_one_se(diff) -> bool:
+    """Whether the mean of ``diff`` is at most one standard error above zero; where the SE
+    is not informative (:func:`_informative_se`) the comparison would be decided by
+    round-off, and only a mean at or below zero counts."""
+    if not _informative_se(diff):
         return bool(diff.mean() <= 0)
     return bool(diff.mean() <= diff.std(ddof=1) / np.sqrt(len(diff)))
 
@@ -200,7 +204,7 @@ def report(results: dict, name: str) -> str:
         diff = auto - fixed
         se = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else 0.0
         rel = diff.mean() / abs(fixed.mean())
-        informative_se = np.count_nonzero(np.abs(diff) > 1e-12) > 1
+        informative_se = _informative_se(diff)
         met = bool(np.all(np.isfinite(auto)) and (rel <= 0.03 or _within_one_se(diff)))
         n_met += met
         default = np.array([r["default_nll"] for r in runs])

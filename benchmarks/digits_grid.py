@@ -251,14 +251,15 @@ def main():
     defined = [c for c in cells.values() if c["status"] != "undefined"]
     best = max((c["accuracy"] for c in defined if c["status"] == "ok"), default=float("nan"))
     full_grid = RESULTS / "digits_grid.json"
-    if args.name != "digits_grid" and full_grid.exists():
+    variant = args.name != "digits_grid"
+    if variant and full_grid.exists():
         # A partial or variant grid is measured against the best cell of the full grid too.
         reference = [c["accuracy"] for c in json.loads(full_grid.read_text()).values() if c["status"] == "ok"]
         best = max([best, *reference])
     near = sum(c["status"] == "ok" and c["accuracy"] >= 0.9 * best for c in defined)
     summary = (f"**{near} of {len(defined)} defined cells reach 90% of the best cell's accuracy "
                f"({best:.3f}, threshold {0.9 * best:.3f}"
-               f"{'' if args.name == 'digits_grid' else '; the best of this run and of digits_grid.md'}).**")
+               f"{'; the best of this run and of digits_grid.md' if variant else ''}).**")
     print(summary)
     reason_lines = "\n".join(f"- {'-'.join(key)}: {text}." for key, text in reasons.items())
     body = (

@@ -628,11 +628,18 @@ class _BaseBONG(BaseEstimator):
             process_noise=self.process_noise if callable(self.process_noise) else None,
             inflation=self.inflation,
             adaptive_obs_noise=self._adaptive_obs_noise,
+            innovation_scale=self._calibrated_noise,
         )
 
     @property
     def _adaptive_obs_noise(self) -> bool:
         """Whether the observation noise is estimated online (the regressor's "adaptive")."""
+        return False
+
+    @property
+    def _calibrated_noise(self) -> bool:
+        """Whether the noise scale is fitted to the normalised innovations (the regressor's
+        "auto")."""
         return False
 
     def _noise_rate(self) -> float:
@@ -749,11 +756,15 @@ class _BaseBONG(BaseEstimator):
             else:
                 prior_advice = []
                 grid = self.sigma0_grid_ if hasattr(self, "_members") else None
-                state = jax.tree_util.tree_map(_on_device, self.posterior_ if grid is None else self._members)
+                running = self._running_belief(config) if grid is None else self._members
+                state = jax.tree_util.tree_map(_on_device, running)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
             key = _seed_keys(seed)[0]
             adaptive = config.dynamics.adaptive_obs_noise
+            calibrated = config.dynamics.innovation_scale
+            # Sums of the normalised squared innovations of this call, per member and output.
+            innovations = np.zeros((1 if grid is None else grid.size, Y.shape[1]))
             if grid is not None:
                 if adaptive and not reset and "_member_obs_noise" in self.__dict__:
                     obs_noise = self._member_obs_noise  # each member goes on with its own estimate
@@ -802,10 +813,13 @@ class _BaseBONG(BaseEstimator):
                     belief_valid = out[-1]
                     if adaptive:  # the noise estimate goes on to the next pass
                         hyper = hyper._replace(obs_noise=out[3])
+                    elif calibrated:
+                        innovations = innovations + out[3][None]
                 else:
-                    state, hyper, belief_valid = self._run_members(
+                    state, hyper, belief_valid, member_innovations = self._run_members(
                         config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress
                     )
+                    innovations = innovations + member_innovations
                     # averaged chunk by chunk as the pass ran
                     log_prob, prediction, evidence = progress.model_average()
                 log_probs.append(log_prob)
@@ -921,6 +935,13 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
+        if calibrated:
+            obs_noise, self.posterior_ = self._calibrate(
+                config, reset, innovations, chosen, sample_weight, X.shape[0], n_passes, obs_noise
+            )
+        else:
+            for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
+                self.__dict__.pop(name, None)
         # A health warning is given when its condition appears: a stream of one-row
         # partial_fit calls does not repeat it on every call while the condition lasts.
         if conflict > PRIOR_CONFLICT and n_seen >= HORIZON and self.inflation is None:
@@ -994,10 +1015,12 @@ class _BaseBONG(BaseEstimator):
         each of which ``progress`` applies Occam's window: a scale dropped, or one whose
         predictions broke down (log-evidence -inf), keeps its belief and runs no more.
 
-        Returns the members' beliefs, ``hyper`` (with the noise estimates), and whether
-        each member's belief is valid; ``progress`` holds the averaged records."""
+        Returns the members' beliefs, ``hyper`` (with the noise estimates), whether each
+        member's belief is valid, and the members' sums of normalised squared innovations
+        (zeros unless the noise scale is calibrated); ``progress`` holds the averaged records."""
         piece = STEP_BUCKETS[-1] * self.batch_size
         adaptive = config.dynamics.adaptive_obs_noise
+        innovations = np.zeros((len(progress.evidence), Y.shape[1]))
         for start in range(0, X.shape[0], piece):  # validated X has rows
             rows = slice(start, start + piece)
             active = np.isfinite(progress.evidence)
@@ -1010,7 +1033,9 @@ class _BaseBONG(BaseEstimator):
             state, valid = out[0], out[-1]
             if adaptive:
                 hyper = hyper._replace(obs_noise=out[3])
-        return state, hyper, valid
+            elif config.dynamics.innovation_scale:
+                innovations = innovations + out[3]
+        return state, hyper, valid, innovations
 
     def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
         """What the prior predictive checks at the start of a fit advise (``_health``):
@@ -1091,6 +1116,39 @@ class _BaseBONG(BaseEstimator):
 
     def _posterior(self):
         return jax.tree_util.tree_map(_on_device, self.posterior_)
+
+    def _running_belief(self, config):
+        """The belief the filter goes on from: ``posterior_``, or for a calibrated noise
+        scale ``c`` the belief the filter itself holds, whose covariance is ``posterior_``'s
+        divided by ``c``."""
+        scale = self.__dict__.get("noise_scale_")
+        if scale is None:
+            return self.posterior_
+        return config.family.rescale_precision(self.posterior_, np.asarray(scale, self.dtype), 0.0)
+
+    def _calibrate(self, config, reset, innovations, chosen, sample_weight, n_rows, n_passes, obs_noise):
+        """The calibrated noise scale ``c`` (``noise_scale_``) after this call, the
+        observation noise ``c R`` and the posterior with its covariance times ``c``.
+
+        ``c = (1 + S) / (1 + N)``: the maximum-likelihood scale of the one-step-ahead
+        predictive variances, ``S / N`` with ``S`` the weighted sum of the normalised
+        squared innovations of every output and row so far and ``N`` their total weight
+        (``skbong.core._dynamics.innovation_terms``), with one pseudo-observation at ``c = 1`` so
+        that a first row cannot set it alone. The filter ran at ``R``; by the invariance of
+        linearised Gaussian updates under ``Sigma_0, R -> c Sigma_0, c R`` its means are those
+        of the model with prior variance ``c sigma0^2`` and noise ``c R``, whose covariances
+        are the filter's times ``c``."""
+        weight = n_passes * (float(n_rows) if sample_weight is None else float(np.sum(sample_weight)))
+        total = innovations if reset else self._innovation_sum + innovations
+        total_weight = weight + (0.0 if reset else self._innovation_weight)
+        n_outputs = total.shape[1]
+        scale = (1.0 + float(total[chosen].sum())) / (1.0 + n_outputs * total_weight)
+        self._innovation_sum, self._innovation_weight = total, total_weight
+        self.noise_scale_ = scale
+        with _x64_scope(self.dtype):
+            state = config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
+            state = jax.tree_util.tree_map(np.asarray, state)
+        return scale * obs_noise, state
 
     def sample_params(self, n_samples=1, random_state=None):
         """Draw flat parameter vectors from the posterior ``q(theta)``.
@@ -1526,10 +1584,19 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     ----------
     obs_noise : "auto", "adaptive" or float, default="auto"
         Observation variance ``R`` (per output), in the units of ``y`` squared. "auto"
-        sets ``R = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
-        ``partial_fit`` call, the empirical-Bayes choice of the BONG paper's
-        experiments (Sec. 5, "R_t = 0.1 Var(y_{1:T})"); when that call holds fewer than
-        two distinct targets, ``R = 0.1``. "adaptive" starts from that value and
+        filters with ``R_0 = 0.1 * Var(y)`` per output from the data of the first ``fit``
+        or ``partial_fit`` call, the choice of the BONG paper's experiments (Sec. 5,
+        "R_t = 0.1 Var(y_{1:T})"; ``R_0 = 0.1`` when that call holds fewer than two
+        distinct targets), and fits the scale of the noise to the data: ``R = c R_0``
+        with the prior covariance ``c sigma0^2 I`` (the noise-scaled prior of the
+        normal-inverse-gamma model), where ``c`` (``noise_scale_``) maximises the
+        likelihood of the one-step-ahead predictions, in closed form the mean normalised
+        innovation squared ``(y - f(x, mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)``
+        over the rows seen (with one pseudo-row at ``c = 1``). The linearised updates
+        give the same means for every ``c``, so ``c`` only calibrates the predictive
+        variances and the posterior covariance (exactly for the LIN estimators; the MC
+        estimators sample at the filter's own scale). Set a float to keep ``R`` fixed
+        (``0.1 * np.var(y)`` is the paper's choice). "adaptive" starts from ``R_0`` and
         estimates ``R`` online from the one-step-ahead residuals, ``R <- (1 - eps) R +
         eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))`` after ``k``
         steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that changes.
@@ -1550,6 +1617,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         + """
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
+    noise_scale_ : float
+        With ``obs_noise="auto"``: the fitted scale ``c`` of the noise and of the prior
+        covariance (``obs_noise_ = c R_0``).
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -1709,7 +1779,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Y = self._as_matrix(y)
         if reset:
             loc, scale = self._loc_scale(Y, sample_weight)
-            if isinstance(self.obs_noise, str):  # "auto", or where "adaptive" starts
+            if isinstance(self.obs_noise, str):  # where "auto" and "adaptive" start
                 obs_noise = 0.1 * scale**2
             else:
                 obs_noise = np.full(Y.shape[1], float(self.obs_noise))
@@ -1720,6 +1790,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                     f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
                 )
             loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
+            if self._calibrated_noise:  # the filter goes on at the noise it started with
+                obs_noise = obs_noise / self.noise_scale_
         final_noise = self._fit_stream(
             X,
             (Y - loc) / scale,
@@ -1731,12 +1803,21 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             y_loc_scale=(loc, scale),
             sample_weight=sample_weight,
         )
-        self.obs_noise_ = final_noise * scale**2 if self._adaptive_obs_noise else obs_noise
+        if self._adaptive_obs_noise:
+            self.obs_noise_ = final_noise * scale**2
+        elif self._calibrated_noise:  # c R_0, with R_0 in float64
+            self.obs_noise_ = self.noise_scale_ * obs_noise
+        else:
+            self.obs_noise_ = obs_noise
         self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
 
     @property
     def _adaptive_obs_noise(self) -> bool:
         return self.obs_noise == "adaptive"
+
+    @property
+    def _calibrated_noise(self) -> bool:
+        return self.obs_noise == "auto"
 
     def _noise_rate(self) -> float:
         return self.obs_noise_rate

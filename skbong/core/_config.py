@@ -200,6 +200,8 @@ def make_config(
     dynamics = Dynamics() if dynamics is None else dynamics
     if dynamics.adaptive_obs_noise and likelihood != "gaussian":
         raise ValueError("An adaptive observation noise (LO-FI Eq. 66) applies to the Gaussian likelihood only.")
+    if dynamics.innovation_scale and likelihood != "gaussian":
+        raise ValueError("The innovation scale (normalised squared innovations) applies to the Gaussian likelihood only.")
     return FilterConfig(apply_fn, likelihood_obj, family_obj, estimator, rule, dynamics)
 
 

@@ -15,7 +15,9 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["INFLATIONS", "Dynamics", "LatentPrior", "latent_prior_at", "inflate", "update_noise_estimate"]
+from ._predictive import output_moments
+
+__all__ = ["INFLATIONS", "Dynamics", "LatentPrior", "latent_prior_at", "inflate", "innovation_terms", "update_noise_estimate"]
 
 #: Covariance inflation of LO-FI Appendix E: discount the likelihood only ("bayesian",
 #: E.1), the whole posterior ("simple", E.2), or the likelihood with the prior's
@@ -60,14 +62,23 @@ class Dynamics:
     adaptive_obs_noise : bool
         Estimate the Gaussian observation variance online from the one-step-ahead
         residuals (LO-FI Eq. 66, per output) instead of keeping it fixed.
+    innovation_scale : bool
+        Keep the Gaussian observation variance fixed and also return, per output, the
+        weighted sum over the rows of the normalised squared innovation
+        ``w (y - f(x, mu_{t|t-1}))^2 / (diag(J Sigma_{t|t-1} J^T) + R)``, the statistic
+        of :func:`innovation_terms`: its weighted mean is the maximum-likelihood scale of
+        the predictive variances (see ``BONGRegressor(obs_noise="auto")``).
     """
 
     decay: Callable | None = None
     process_noise: Callable | None = None
     inflation: str | None = None
     adaptive_obs_noise: bool = False
+    innovation_scale: bool = False
 
     def __post_init__(self):
+        if self.adaptive_obs_noise and self.innovation_scale:
+            raise ValueError("adaptive_obs_noise and innovation_scale exclude each other: the one moves R, the other needs it fixed.")
         if self.inflation is not None and self.inflation not in INFLATIONS:
             raise ValueError(f"Unknown inflation {self.inflation!r}; choose one of {list(INFLATIONS)} or None.")
         if self.inflation in ("bayesian", "hybrid") and (self.decay is not None or self.process_noise is not None):
@@ -128,6 +139,23 @@ def inflate(family, state, kind: str, alpha, latent_mean=None, latent_precision=
         return inflated
     pull = family.covariance_dot(inflated, latent_mean - state.mean)
     return inflated._replace(mean=state.mean + shift * pull)
+
+
+def innovation_terms(apply_fn, family, prior, x, y, weight, obs_noise):
+    """Per output, ``sum_b w_b e_b^2 / v_b`` over the rows of one step, with the
+    one-step-ahead residual ``e = y - f(x, mu_{t|t-1})`` and its linearised predictive
+    variance ``v = diag(J Sigma_{t|t-1} J^T) + R`` (LO-FI Eqs. 59-61).
+
+    For a Gaussian likelihood with linearised updates the filter is invariant under
+    ``Sigma_0 -> c Sigma_0, R -> c R`` (and ``q -> c q``): every Kalman gain, hence every
+    mean, is unchanged, and every ``v`` is multiplied by ``c``. The log-likelihood
+    ``sum_t log N(e_t | 0, c v_t)`` of the stream is therefore maximised at the weighted
+    mean of ``e^2 / v``: the normalised innovation squared of Kalman-filter consistency
+    tests, which is 1 in expectation when the model's scale is right.
+    """
+    f, cov = output_moments(apply_fn, family, prior, x)
+    variance = jnp.diagonal(cov, axis1=1, axis2=2) + obs_noise
+    return jnp.sum(weight[:, None] * (y - f) ** 2 / variance, axis=0)
 
 
 def update_noise_estimate(obs_noise, residual, weight, n_steps, rate):

@@ -126,6 +126,8 @@ def _diag_predict(state: DiagState, decay, process_noise) -> DiagState:
 
 
 def _full_rescale(state: FullCovState, scale, shift) -> FullCovState:
+    if isinstance(shift, (int, float)) and shift == 0:  # a plain rescaling needs no solve
+        return FullCovState(state.mean, state.cov / scale)
     # (scale Sigma^-1 + shift I)^-1 = (scale I + shift Sigma)^-1 Sigma, symmetrised.
     eye = jnp.eye(state.mean.shape[0], dtype=state.mean.dtype)
     cov = jnp.linalg.solve(scale * eye + shift * state.cov, state.cov)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._config import FilterConfig
 from ._curvature import LowRankCurvature
-from ._dynamics import LatentPrior, inflate, latent_prior_at, update_noise_estimate
+from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
 from ._families import FullCovariance
 from ._rules import apply_rule
 
@@ -232,7 +232,7 @@ def _scan_stream(
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
         n_steps = t // rows_per_step  # steps taken before this one
-        step_hyper = hyper._replace(obs_noise=noise)
+        step_hyper = hyper._replace(obs_noise=noise) if dynamics.adaptive_obs_noise else hyper
 
         def predicted(state):
             if static_belief:
@@ -251,16 +251,23 @@ def _scan_stream(
             if record is None:
                 return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
-            predictive = record(config.apply_fn, config.likelihood, family, prior, x, noise, record_key)
+            predictive = record(config.apply_fn, config.likelihood, family, prior, x, step_hyper.obs_noise, record_key)
             return predictive.log_prob(y), predictive.mean
+
+        def innovations(prior, x, y, m):
+            if not dynamics.innovation_scale:
+                return None
+            return innovation_terms(config.apply_fn, family, prior, x, y, m, hyper.obs_noise)
 
         def step(state, x, y, m, key):
             prior = predicted(attach(state))
-            return detach(update(prior, x, y, m, key, step_hyper)), scored(prior, x, y), prior.mean
+            updated = detach(update(prior, x, y, m, key, step_hyper))
+            return updated, scored(prior, x, y), prior.mean, innovations(prior, x, y, m)
 
         def skip(state, x, y, *_):
             prior = predicted(attach(state))
-            return state, scored(prior, x, y), prior.mean
+            terms = None if not dynamics.innovation_scale else jnp.zeros(y.shape[-1:], y.dtype)
+            return state, scored(prior, x, y), prior.mean, terms
 
         # Steps without a row of positive weight (padding, or rows of weight zero) leave
         # the belief untouched, predict step included. Every row counts towards t, weighed
@@ -271,8 +278,10 @@ def _scan_stream(
         # inside the branches too, so that the belief is not live beside the predicted one
         # and a predict step that changes nothing (static dynamics) copies nothing: for a
         # dense covariance that copy was a pass over P^2 entries per step.
-        state, out, prior_mean = jax.lax.cond(jnp.any(m > 0), step, skip, state, x, y, m, step_key)
-        if dynamics.adaptive_obs_noise:
+        state, out, prior_mean, terms = jax.lax.cond(jnp.any(m > 0), step, skip, state, x, y, m, step_key)
+        if dynamics.innovation_scale:  # the carried sum of the normalised squared innovations
+            noise = noise + terms
+        elif dynamics.adaptive_obs_noise:
             # LO-FI Eq. 66 with the residual of the plug-in prediction at mu_{t|t-1}.
             residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior_mean, x))
             noise = update_noise_estimate(noise, residual, m, n_steps, hyper.obs_noise_rate)
@@ -281,6 +290,8 @@ def _scan_stream(
     noise = hyper.obs_noise
     if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
         noise = jnp.broadcast_to(noise, ys.shape[-1:])
+    elif dynamics.innovation_scale:  # this call's sum, per output
+        noise = jnp.zeros(ys.shape[-1:], ys.dtype)
     carry = (state, jnp.asarray(t0, jnp.int32), noise)
     block_steps, width = _deferral(config, state, xs, ys, weights, hyper, key)
     if block_steps > 1:
@@ -288,7 +299,14 @@ def _scan_stream(
     else:
         (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
     valid = family.is_valid(state) if check_valid else None
-    return ((state, noise) if dynamics.adaptive_obs_noise else state), out, valid
+    return ((state, noise) if _carries_noise(dynamics) else state), out, valid
+
+
+def _carries_noise(dynamics) -> bool:
+    """Whether the scan returns ``(belief, per-output value)``: the noise estimate
+    (``adaptive_obs_noise``) or the sum of normalised squared innovations
+    (``innovation_scale``)."""
+    return dynamics.adaptive_obs_noise or dynamics.innovation_scale
 
 
 def _deferral(config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key) -> tuple[int, int]:
@@ -439,6 +457,8 @@ def _sweep_scan(
         belief = state
         if config.dynamics.adaptive_obs_noise:
             belief = (state, jnp.broadcast_to(hyper.obs_noise, ys.shape[-1:]).astype(ys.dtype))
+        elif config.dynamics.innovation_scale:
+            belief = (state, jnp.zeros(ys.shape[-1:], ys.dtype))
         return belief, records, config.family.is_valid(state) if check_valid else None
 
     def one_member(state, hyper, key, latent, is_active):
@@ -760,6 +780,7 @@ def _run_chunks(
     Y = np.asarray(Y)
     dtype = state.mean.dtype
     adaptive = config.dynamics.adaptive_obs_noise
+    innovation_sum = 0.0 if config.dynamics.innovation_scale else None
     weights = _row_weights(weights, X.shape[0], dtype)
     if record_key is None:
         record_key = jax.random.PRNGKey(0)
@@ -797,6 +818,9 @@ def _run_chunks(
         if adaptive:  # the noise estimate goes on to the next chunk
             state, noise = state
             hyper = hyper._replace(obs_noise=noise)
+        elif innovation_sum is not None:  # each chunk's sum starts at zero
+            state, terms = state
+            innovation_sum = innovation_sum + np.asarray(terms, np.float64)
         if record is not None:
             n_rows = X[rows].shape[0]
             records.append(
@@ -812,6 +836,9 @@ def _run_chunks(
             jax.block_until_ready(state)  # the chunk is computed, not only dispatched
             callback(min(start * batch_size, X.shape[0]), records[-1] if record is not None else None)
     extra = (hyper.obs_noise,) if adaptive else ()
+    if innovation_sum is not None:
+        lead_shape = state.mean.shape[:n_lead]
+        extra = (np.broadcast_to(innovation_sum, (*lead_shape, Y.shape[1])).copy(),)
     if check_valid:
         # A chunk's flag is that of the belief it ends with; without rows, that given.
         extra = (*extra, belief_is_valid(config.family, state) if valid is None else valid)

@@ -66,7 +66,7 @@ class Dynamics:
         Keep the Gaussian observation variance fixed and also return, per output, the
         weighted sum over the rows of the normalised squared innovation
         ``w (y - f(x, mu_{t|t-1}))^2 / (diag(J Sigma_{t|t-1} J^T) + R)``, the statistic
-        of :func:`innovation_terms`: its weighted mean is the maximum-likelihood scale of
+        of ``innovation_terms``: its weighted mean is the maximum-likelihood scale of
         the predictive variances (see ``BONGRegressor(obs_noise="auto")``).
     """
 

@@ -1146,8 +1146,8 @@ class _BaseBONG(BaseEstimator):
         self._innovation_sum, self._innovation_weight = total, total_weight
         self.noise_scale_ = scale
         with _x64_scope(self.dtype):
+            # computed where the belief lives (the device it was fitted on)
             state = config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
-            state = jax.tree_util.tree_map(np.asarray, state)
         return scale * obs_noise, state
 
     def sample_params(self, n_samples=1, random_state=None):

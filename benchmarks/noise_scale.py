@@ -5,8 +5,8 @@ Protocol, per data set and split (the estimators' defaults otherwise: MLP with o
 layer of 50 ReLU units, BONG-LIN-HESS, one pass, batch size 1, ``sigma0 = 0.3``):
 
 * **fixed**: ``obs_noise = 0.1 Var(y)`` of the training rows, the BONG paper's choice
-  (Sec. 5) and the estimator's ``"auto"`` before it fitted the scale;
-* **auto**: ``obs_noise="auto"``: the filter runs at the same ``R_0 = 0.1 Var(y)``, so its
+  (Sec. 5) and the estimator's default ``"auto"``;
+* **auto**: ``obs_noise="calibrated"`` (not yet the default): the filter runs at the same ``R_0 = 0.1 Var(y)``, so its
   means and RMSE are those of **fixed**; the noise and the prior covariance are then scaled
   by ``c``, the mean normalised innovation squared of the one-step-ahead predictions;
 * **adaptive**: ``obs_noise="adaptive"`` (LO-FI Eq. 66, ``obs_noise_rate=0.01``).
@@ -44,12 +44,12 @@ from skbong.metrics import gaussian_nlpd
 #: (label, estimator parameters); "fixed" sets obs_noise from the training rows.
 SETTINGS = [
     ("DLR fixed", dict(obs_noise="fixed")),
-    ("DLR auto", dict()),
+    ("DLR auto", dict(obs_noise="calibrated")),
     ("DLR adaptive", dict(obs_noise="adaptive")),
     ("DLR sigma0=auto, fixed", dict(sigma0="auto", obs_noise="fixed")),
-    ("DLR sigma0=auto, auto", dict(sigma0="auto")),
+    ("DLR sigma0=auto, auto", dict(sigma0="auto", obs_noise="calibrated")),
     ("FC fixed", dict(family="fc", obs_noise="fixed")),
-    ("FC auto", dict(family="fc")),
+    ("FC auto", dict(family="fc", obs_noise="calibrated")),
 ]
 
 

@@ -639,7 +639,7 @@ class _BaseBONG(BaseEstimator):
     @property
     def _calibrated_noise(self) -> bool:
         """Whether the noise scale is fitted to the normalised innovations (the regressor's
-        "auto")."""
+        "calibrated")."""
         return False
 
     def _noise_rate(self) -> float:
@@ -1582,12 +1582,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     Parameters
     ----------
-    obs_noise : "auto", "adaptive" or float, default="auto"
+    obs_noise : "auto", "calibrated", "adaptive" or float, default="auto"
         Observation variance ``R`` (per output), in the units of ``y`` squared. "auto"
-        filters with ``R_0 = 0.1 * Var(y)`` per output from the data of the first ``fit``
-        or ``partial_fit`` call, the choice of the BONG paper's experiments (Sec. 5,
+        sets ``R_0 = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
+        ``partial_fit`` call, the choice of the BONG paper's experiments (Sec. 5,
         "R_t = 0.1 Var(y_{1:T})"; ``R_0 = 0.1`` when that call holds fewer than two
-        distinct targets), and fits the scale of the noise to the data: ``R = c R_0``
+        distinct targets). "calibrated" filters with that ``R_0`` and fits the scale of
+        the noise to the data: ``R = c R_0``
         with the prior covariance ``c sigma0^2 I`` (the noise-scaled prior of the
         normal-inverse-gamma model), where ``c`` (``noise_scale_``) maximises the
         likelihood of the one-step-ahead predictions, in closed form the mean normalised
@@ -1595,8 +1596,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         over the rows seen (with one pseudo-row at ``c = 1``). The linearised updates
         give the same means for every ``c``, so ``c`` only calibrates the predictive
         variances and the posterior covariance (exactly for the LIN estimators; the MC
-        estimators sample at the filter's own scale). Set a float to keep ``R`` fixed
-        (``0.1 * np.var(y)`` is the paper's choice). "adaptive" starts from ``R_0`` and
+        estimators sample at the filter's own scale; ``benchmarks/noise_scale.py``
+        measures it). "adaptive" starts from ``R_0`` and
         estimates ``R`` online from the one-step-ahead residuals, ``R <- (1 - eps) R +
         eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))`` after ``k``
         steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that changes.
@@ -1618,7 +1619,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
     noise_scale_ : float
-        With ``obs_noise="auto"``: the fitted scale ``c`` of the noise and of the prior
+        With ``obs_noise="calibrated"``: the fitted scale ``c`` of the noise and of the prior
         covariance (``obs_noise_ = c R_0``).
     n_features_in_ : int
         Number of features seen during ``fit``.
@@ -1654,7 +1655,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     _parameter_constraints: dict = {
         **_BaseBONG._parameter_constraints,
-        "obs_noise": [StrOptions({"auto", "adaptive"}), Interval(Real, 0, None, closed="neither")],
+        "obs_noise": [StrOptions({"auto", "calibrated", "adaptive"}), Interval(Real, 0, None, closed="neither")],
         "obs_noise_rate": [Interval(Real, 0, 1, closed="both")],
     }
     _likelihood = "gaussian"
@@ -1779,7 +1780,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Y = self._as_matrix(y)
         if reset:
             loc, scale = self._loc_scale(Y, sample_weight)
-            if isinstance(self.obs_noise, str):  # where "auto" and "adaptive" start
+            if isinstance(self.obs_noise, str):  # "auto", or where "calibrated" and "adaptive" start
                 obs_noise = 0.1 * scale**2
             else:
                 obs_noise = np.full(Y.shape[1], float(self.obs_noise))
@@ -1817,7 +1818,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     @property
     def _calibrated_noise(self) -> bool:
-        return self.obs_noise == "auto"
+        return self.obs_noise == "calibrated"
 
     def _noise_rate(self) -> float:
         return self.obs_noise_rate

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._predictive import output_moments
+from ._predictive import LinearizedGaussian
 
 __all__ = ["INFLATIONS", "Dynamics", "LatentPrior", "latent_prior_at", "inflate", "innovation_terms", "update_noise_estimate"]
 
@@ -67,7 +67,7 @@ class Dynamics:
         weighted sum over the rows of the normalised squared innovation
         ``w (y - f(x, mu_{t|t-1}))^2 / (diag(J Sigma_{t|t-1} J^T) + R)``, the statistic
         of ``innovation_terms``: its weighted mean is the maximum-likelihood scale of
-        the predictive variances (see ``BONGRegressor(obs_noise="auto")``).
+        the predictive variances (see ``BONGRegressor(obs_noise="calibrated")``).
     """
 
     decay: Callable | None = None
@@ -153,9 +153,8 @@ def innovation_terms(apply_fn, family, prior, x, y, weight, obs_noise):
     mean of ``e^2 / v``: the normalised innovation squared of Kalman-filter consistency
     tests, which is 1 in expectation when the model's scale is right.
     """
-    f, cov = output_moments(apply_fn, family, prior, x)
-    variance = jnp.diagonal(cov, axis1=1, axis2=2) + obs_noise
-    return jnp.sum(weight[:, None] * (y - f) ** 2 / variance, axis=0)
+    predictive = LinearizedGaussian()(apply_fn, None, family, prior, x, obs_noise, None)
+    return jnp.sum(weight[:, None] * (y - predictive.mean) ** 2 / predictive.var, axis=0)
 
 
 def update_noise_estimate(obs_noise, residual, weight, n_steps, rate):

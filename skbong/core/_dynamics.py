@@ -14,8 +14,9 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
 
-from ._predictive import LinearizedGaussian
+from ._predictive import output_moments
 
 __all__ = ["INFLATIONS", "Dynamics", "LatentPrior", "latent_prior_at", "inflate", "innovation_terms", "update_noise_estimate"]
 
@@ -63,11 +64,12 @@ class Dynamics:
         Estimate the Gaussian observation variance online from the one-step-ahead
         residuals (LO-FI Eq. 66, per output) instead of keeping it fixed.
     innovation_scale : bool
-        Keep the Gaussian observation variance fixed and also return, per output, the
-        weighted sum over the rows of the normalised squared innovation
-        ``w (y - f(x, mu_{t|t-1}))^2 / (diag(J Sigma_{t|t-1} J^T) + R)``, the statistic
-        of ``innovation_terms``: its weighted mean is the maximum-likelihood scale of
-        the predictive variances (see ``BONGRegressor(obs_noise="calibrated")``).
+        Keep the Gaussian observation variance fixed and also return the sum over the
+        rows of the squared normalised innovation ``e^T (J Sigma_{t|t-1} J^T + R / w)^{-1}
+        e``, ``e = y - f(x, mu_{t|t-1})`` (``innovation_terms``, one entry per output):
+        divided by the outputs times the weight of the rows, it is the
+        maximum-likelihood scale of the predictive variances (see
+        ``BONGRegressor(obs_noise="calibrated")``).
     """
 
     decay: Callable | None = None
@@ -142,19 +144,32 @@ def inflate(family, state, kind: str, alpha, latent_mean=None, latent_precision=
 
 
 def innovation_terms(apply_fn, family, prior, x, y, weight, obs_noise):
-    """Per output, ``sum_b w_b e_b^2 / v_b`` over the rows of one step, with the
-    one-step-ahead residual ``e = y - f(x, mu_{t|t-1})`` and its linearised predictive
-    variance ``v = diag(J Sigma_{t|t-1} J^T) + R`` (LO-FI Eqs. 59-61).
+    """Squared whitened one-step-ahead innovations of the rows of one step, summed over
+    the rows: one entry per output, whose sum is ``sum_b e_b^T (V_b + R / w_b)^{-1} e_b``.
+
+    ``e = y - f(x, mu_{t|t-1})`` is the residual of a row before its update and ``V =
+    J Sigma_{t|t-1} J^T`` its linearised output covariance (LO-FI Eqs. 59-61). A row of
+    weight ``w`` is an observation with noise ``R / w`` (the tempered likelihood), so it
+    counts as ``w`` repeated rows: ``e^T (V + R / w)^{-1} e`` is the squared norm of their
+    mean's innovation, and the repeats add nothing more because they agree. A row of
+    weight 0 adds 0. The entries come from a Cholesky factor of ``w V + R``; only their
+    sum is meaningful when the outputs are correlated.
 
     For a Gaussian likelihood with linearised updates the filter is invariant under
     ``Sigma_0 -> c Sigma_0, R -> c R`` (and ``q -> c q``): every Kalman gain, hence every
-    mean, is unchanged, and every ``v`` is multiplied by ``c``. The log-likelihood
-    ``sum_t log N(e_t | 0, c v_t)`` of the stream is therefore maximised at the weighted
-    mean of ``e^2 / v``: the normalised innovation squared of Kalman-filter consistency
-    tests, which is 1 in expectation when the model's scale is right.
+    mean, is unchanged, and every ``V + R`` is multiplied by ``c``. The log-likelihood of
+    the one-step-ahead predictions of ``N`` (weighted) rows of ``C`` outputs is therefore
+    maximised at ``c = S / (C N)``, ``S`` the sum of these terms over the stream: the
+    normalised innovation squared of Kalman-filter consistency tests, ``C`` in
+    expectation per row when the model's scale is right. In a linear-Gaussian model ``S``
+    is the quadratic form of the joint marginal of all the targets, whatever their order.
     """
-    predictive = LinearizedGaussian()(apply_fn, None, family, prior, x, obs_noise, None)
-    return jnp.sum(weight[:, None] * (y - predictive.mean) ** 2 / predictive.var, axis=0)
+    f, cov = output_moments(apply_fn, family, prior, x)
+    w = weight[:, None, None]
+    joint = w * cov + jnp.eye(cov.shape[-1], dtype=cov.dtype) * obs_noise  # w V + diag(R)
+    chol = jnp.linalg.cholesky(joint)
+    whitened = solve_triangular(chol, (y - f)[..., None], lower=True)[..., 0]
+    return jnp.sum(weight[:, None] * whitened**2, axis=0)
 
 
 def update_noise_estimate(obs_noise, residual, weight, n_steps, rate):

@@ -228,19 +228,22 @@ def test_adaptive_noise_is_gaussian_only():
 # ------------------------------------------------- normalised innovations (noise scale)
 @pytest.mark.parametrize("n_out", [1, 2])
 def test_innovation_sum_matches_dense_ekf(n_out, x64):
-    """The weighted sum of ``e^2 / (h Sigma h^T + R)`` per output, each row scored at the
-    belief before its update, over two calls (each returns its own sum), with row weights;
-    the filter itself is the plain EKF at the fixed ``R``."""
+    """The sum of ``e^T (h Sigma h^T + R / w)^{-1} e`` over the rows, each row scored at the
+    belief before its update, over two calls (each returns its own sum), with row weights
+    (some zero); the filter itself is the plain EKF at the fixed ``R``."""
     apply, n_params = network(n_out)
     X, Y = stream(15, n_out, seed=9)
     weights = np.random.default_rng(3).uniform(0.5, 2.0, size=15)
+    weights[[2, 9]] = 0.0
     sigma0, noise = 0.6, 0.3
     mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
-    mean, cov, total = mean0.copy(), sigma0**2 * np.eye(n_params), np.zeros(n_out)
+    mean, cov, total = mean0.copy(), sigma0**2 * np.eye(n_params), 0.0
     for x, y, w in zip(X, Y, weights):
         h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
         residual = y - np.asarray(apply(mean, x[None])[0])
-        total += w * residual**2 / (np.diag(h @ cov @ h.T) + noise)
+        if w == 0:
+            continue
+        total += residual @ np.linalg.solve(h @ cov @ h.T + noise / w * np.eye(n_out), residual)
         mean, cov = dense_ekf_update(apply, mean, cov, x, y, noise / w)
 
     config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(innovation_scale=True))
@@ -248,13 +251,13 @@ def test_innovation_sum_matches_dense_ekf(n_out, x64):
     hyper = Hyperparameters(noise, 1.0, 0.0)
     state, first = run_filter(config, state, X[:6], Y[:6], hyper, sample_weight=weights[:6])
     state, second = run_filter(config, state, X[6:], Y[6:], hyper, n_seen=6, sample_weight=weights[6:])
-    np.testing.assert_allclose(first + second, total, rtol=1e-9)
+    np.testing.assert_allclose(np.sum(first + second), total, rtol=1e-9)
     np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("family", ["fc", "diag", "dlr"])
 def test_linearised_filter_is_invariant_under_a_common_scale(family, x64):
-    """What ``BONGRegressor(obs_noise="auto")`` rests on: scaling the prior covariance and
+    """What ``BONGRegressor(obs_noise="calibrated")`` rests on: scaling the prior covariance and
     ``R`` by ``c`` leaves every mean unchanged, scales the covariance by ``c`` and divides
     the normalised innovations by ``c``."""
     apply, n_params = network(1)

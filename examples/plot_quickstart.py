@@ -28,9 +28,10 @@ print("class probabilities of the first test image:", clf.predict_proba(X_test[:
 # %%
 # Regression: ``y = sin(3x) + noise``. ``predict(X, return_std=True)`` adds the
 # predictive standard deviation (weight uncertainty plus observation noise).
-# ``obs_noise`` is the noise variance when it is known (the default guesses
-# ``0.1 * Var(y)``; ``"calibrated"`` fits its scale to the one-step-ahead errors); ``tanh`` suits a smooth 1-D target (the network starts
-# with zero biases, so every ReLU kink would start at ``x = 0``).
+# ``obs_noise`` is the noise variance when it is known (by default it starts at
+# ``0.1 * Var(y)`` and its scale is fitted to the one-step-ahead errors); ``tanh``
+# suits a smooth 1-D target (the network starts with zero biases, so every ReLU kink
+# would start at ``x = 0``).
 rng = np.random.default_rng(0)
 x = rng.uniform(-2, 2, size=(500, 1))
 t = np.sin(3 * x[:, 0]) + 0.1 * rng.normal(size=500)

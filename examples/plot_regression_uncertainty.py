@@ -17,7 +17,7 @@ inside it (with ``sin(2x)`` the network's guess in the gap strays beyond it),
 and beyond the data, where the ``tanh`` units saturate, it grows only slowly.
 
 ``obs_noise`` is set to the true noise variance here (``0.1**2``; by default
-the regressor uses ``0.1 * Var(y)`` of the first batch) and ``sigma0``, the
+the regressor fits it to the one-step-ahead errors) and ``sigma0``, the
 prior scale of the weights, to 0.5. ``tanh`` suits a 1-D input: the network
 starts with zero biases, so all ReLU kinks would sit at ``x = 0``.
 """

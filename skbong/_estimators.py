@@ -1131,10 +1131,11 @@ class _BaseBONG(BaseEstimator):
         observation noise ``c R`` and the posterior with its covariance times ``c``.
 
         ``c = (1 + S) / (1 + N)``: the maximum-likelihood scale of the one-step-ahead
-        predictive variances, ``S / N`` with ``S`` the weighted sum of the normalised
-        squared innovations of every output and row so far and ``N`` their total weight
-        (``skbong.core._dynamics.innovation_terms``), with one pseudo-observation at ``c = 1`` so
-        that a first row cannot set it alone. The filter ran at ``R``; by the invariance of
+        predictive variances, ``S / N`` with ``S`` the sum over the rows so far of their
+        squared normalised innovations ``e^T (J Sigma J^T + R / w)^{-1} e`` and ``N`` the
+        number of outputs times the rows' total weight (``skbong.core._dynamics.
+        innovation_terms``; a row of integer weight ``w`` counts as ``w`` repeats), with
+        one pseudo-observation at ``c = 1`` so that a first row cannot set it alone. The filter ran at ``R``; by the invariance of
         linearised Gaussian updates under ``Sigma_0, R -> c Sigma_0, c R`` its means are those
         of the model with prior variance ``c sigma0^2`` and noise ``c R``, whose covariances
         are the filter's times ``c``."""
@@ -1582,14 +1583,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     Parameters
     ----------
-    obs_noise : "auto", "calibrated", "adaptive" or float, default="auto"
+    obs_noise : "calibrated", "auto", "adaptive" or float, default="calibrated"
         Observation variance ``R`` (per output), in the units of ``y`` squared. "auto"
-        sets ``R_0 = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
+        keeps ``R = R_0 = 0.1 * Var(y)`` per output from the data of the first ``fit`` or
         ``partial_fit`` call, the choice of the BONG paper's experiments (Sec. 5,
         "R_t = 0.1 Var(y_{1:T})"; ``R_0 = 0.1`` when that call holds fewer than two
-        distinct targets). "calibrated" filters with that ``R_0`` and fits the scale of
-        the noise to the data: ``R = c R_0``
-        with the prior covariance ``c sigma0^2 I`` (the noise-scaled prior of the
+        distinct targets). "calibrated" (the default) filters with that ``R_0`` and fits
+        the scale of the noise to the data: ``R = c R_0`` with the prior covariance ``c sigma0^2 I`` (the noise-scaled prior of the
         normal-inverse-gamma model), where ``c`` (``noise_scale_``) maximises the
         likelihood of the one-step-ahead predictions, in closed form the mean normalised
         innovation squared ``(y - f(x, mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)``
@@ -1619,7 +1619,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
     noise_scale_ : float
-        With ``obs_noise="calibrated"``: the fitted scale ``c`` of the noise and of the prior
+        With ``obs_noise="calibrated"`` (the default): the fitted scale ``c`` of the noise and of the prior
         covariance (``obs_noise_ = c R_0``).
     n_features_in_ : int
         Number of features seen during ``fit``.
@@ -1663,7 +1663,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     def __init__(
         self,
-        obs_noise="auto",
+        obs_noise="calibrated",
         obs_noise_rate=0.01,
         model=None,
         hidden_layer_sizes=(50,),

@@ -51,13 +51,14 @@ def test_new_sigma0_and_clones_do_not_recompile():
 def test_regressor_obs_noise_does_not_recompile():
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(50, 4)), rng.normal(size=50)
-    # "calibrated" also sums the normalised innovations: another program, which a search
-    # over sigma0 reuses.
+    # A fixed value and the default "calibrated" (which also sums the normalised
+    # innovations) are two programs; a search over fixed values, or over sigma0 at
+    # "calibrated", reuses one.
+    BONGRegressor(obs_noise=0.2, random_state=0).fit(X, y)
     BONGRegressor(random_state=0).fit(X, y)
-    BONGRegressor(obs_noise="calibrated", random_state=0).fit(X, y)
     before = trace_count()
     BONGRegressor(obs_noise=0.5, sigma0=0.1, random_state=0).fit(X, y)
-    BONGRegressor(obs_noise="calibrated", sigma0=0.1, random_state=0).fit(X, y)
+    BONGRegressor(sigma0=0.1, random_state=0).fit(X, y)
     assert trace_count() == before
 
 

@@ -207,8 +207,8 @@ def test_regressor_fit_does_not_depend_on_the_units_of_y(linear_stream, model, s
     scaled_mean, scaled_std = scaled.predict(X[400:], return_std=True)
     np.testing.assert_allclose(scaled_mean / scale, mean, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(scaled_std / scale, std, rtol=1e-4)
-    np.testing.assert_allclose(scaled.obs_noise_, scale**2 * unit.obs_noise_, rtol=1e-10)
-    np.testing.assert_allclose(scaled.obs_noise_, 0.1 * np.var(scale * y[:400]), rtol=1e-10)
+    np.testing.assert_allclose(scaled.obs_noise_, scale**2 * unit.obs_noise_, rtol=1e-5)
+    np.testing.assert_allclose(scaled.obs_noise_, scaled.noise_scale_ * 0.1 * np.var(scale * y[:400]), rtol=1e-10)
     # The prequential record is in the user's units: a density of y scaled by c is the
     # density of y divided by c.
     np.testing.assert_allclose(scaled.prequential_prediction_ / scale, unit.prequential_prediction_, rtol=1e-4, atol=1e-4)
@@ -233,8 +233,8 @@ def test_regressor_obs_noise_is_in_the_units_of_y(linear_stream):
     assert np.abs(other.predict(X[200:]) / 100 - unit.predict(X[200:])).max() > 1e-2
 
 
-def test_regressor_auto_noise_is_a_fixed_fit_at_the_fitted_scale(linear_stream):
-    """``obs_noise="auto"`` filters at ``R_0 = 0.1 Var(y)`` and reports the model with prior
+def test_regressor_calibrated_noise_is_a_fixed_fit_at_the_fitted_scale(linear_stream):
+    """``obs_noise="calibrated"`` filters at ``R_0 = 0.1 Var(y)`` and reports the model with prior
     variance ``c sigma0^2`` and noise ``c R_0``: a fit with those fixed values predicts
     the same means and standard deviations (the invariance of the linearised updates)."""
     X, y = linear_stream
@@ -252,7 +252,7 @@ def test_regressor_auto_noise_is_a_fixed_fit_at_the_fitted_scale(linear_stream):
 
 
 @pytest.mark.parametrize("noise_std", [0.1, 0.5, 2.0])
-def test_regressor_auto_noise_finds_the_noise_level(noise_std):
+def test_regressor_calibrated_noise_finds_the_noise_level(noise_std):
     """On a linear-Gaussian stream the fitted noise variance approaches the true one,
     whichever fraction of Var(y) it is (R_0 = 0.1 Var(y) is 0.4 here). It errs high where
     the noise is small: the prior variance ``c sigma0^2`` shrinks with it, so the first
@@ -264,7 +264,7 @@ def test_regressor_auto_noise_finds_the_noise_level(noise_std):
     assert noise_std**2 / 1.2 < reg.obs_noise_[0] < 1.5 * noise_std**2
 
 
-def test_regressor_auto_noise_partial_fit_equals_fit(linear_stream):
+def test_regressor_calibrated_noise_partial_fit_equals_fit(linear_stream):
     X, y = linear_stream
     params = dict(hidden_layer_sizes=(4,), dtype="float64", shuffle=False, random_state=0, obs_noise="calibrated")
     # The first call fixes the standardisation of y, and R_0 with it.
@@ -277,7 +277,7 @@ def test_regressor_auto_noise_partial_fit_equals_fit(linear_stream):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
 
 
-def test_regressor_auto_noise_with_auto_sigma0_is_the_chosen_scales(linear_stream):
+def test_regressor_calibrated_noise_with_auto_sigma0_is_the_chosen_scales(linear_stream):
     """With ``sigma0="auto"`` the noise scale is that of the chosen prior scale's filter."""
     X, y = linear_stream
     params = dict(hidden_layer_sizes=(4,), dtype="float64", shuffle=False, random_state=0, obs_noise="calibrated")
@@ -287,16 +287,31 @@ def test_regressor_auto_noise_with_auto_sigma0_is_the_chosen_scales(linear_strea
     np.testing.assert_allclose(auto.predict(X[300:], return_std=True)[1], single.predict(X[300:], return_std=True)[1], rtol=1e-5)
 
 
+def test_regressor_auto_noise_stays_a_tenth_of_the_first_calls_variance(linear_stream):
+    """``obs_noise="auto"``: the paper's fixed ``R = 0.1 Var(y)`` of the first call, in the
+    user's units, and no fitted scale."""
+    X, y = linear_stream
+    reg = BONGRegressor(obs_noise="auto", hidden_layer_sizes=(), family="fc", random_state=0)
+    reg.partial_fit(X[:100], 1e5 * y[:100])
+    np.testing.assert_allclose(reg.obs_noise_, 0.1 * np.var(1e5 * y[:100]), rtol=1e-6)
+    noise = reg.obs_noise_.copy()
+    reg.partial_fit(X[100:300], 1e5 * (3 * y[100:300] + 7))
+    np.testing.assert_array_equal(reg.obs_noise_, noise)
+    assert not hasattr(reg, "noise_scale_")
+
+
 def test_regressor_partial_fit_keeps_the_first_calls_standardisation(linear_stream):
     X, y = linear_stream
     params = dict(hidden_layer_sizes=(), family="fc", random_state=0)
     unit = BONGRegressor(**params).partial_fit(X[:100], y[:100])
     scaled = BONGRegressor(**params).partial_fit(X[:100], 1e5 * y[:100])
-    noise = scaled.obs_noise_.copy()
-    # A later batch of another spread does not change the units the filter works in.
+    base_noise = scaled.obs_noise_ / scaled.noise_scale_
+    # A later batch of another spread does not change the units the filter works in (the
+    # noise it filters with); only the fitted scale of the noise moves.
     unit.partial_fit(X[100:300], 3 * y[100:300] + 7)
     scaled.partial_fit(X[100:300], 1e5 * (3 * y[100:300] + 7))
-    np.testing.assert_array_equal(scaled.obs_noise_, noise)
+    np.testing.assert_allclose(scaled.obs_noise_ / scaled.noise_scale_, base_noise, rtol=1e-12)
+    assert scaled.noise_scale_ == pytest.approx(unit.noise_scale_, rel=1e-4)
     np.testing.assert_allclose(scaled.predict(X[300:]) / 1e5, unit.predict(X[300:]), rtol=1e-4, atol=1e-4)
 
 

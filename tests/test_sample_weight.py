@@ -89,15 +89,18 @@ def test_weighted_linear_gaussian_filter_is_the_weighted_bayes_posterior(x64):
 
 def test_regressor_integer_weights_equal_repeated_rows():
     """A linear-Gaussian regressor (exact Bayes, order-free) fitted with integer weights
-    predicts what it predicts after fitting the rows repeated that many times, the
-    standardisation of y (weighted mean and variance) included."""
+    predicts what it predicts after fitting the rows repeated that many times, in any
+    order, the standardisation of y (weighted mean and variance) and the calibrated noise
+    scale (the quadratic form of the targets' joint marginal) included."""
     rng = np.random.default_rng(2)
     X = rng.normal(size=(30, 4))
     y = 100 + 50 * (X @ rng.normal(size=4)) + 5 * rng.normal(size=30)
     weights = rng.integers(0, 4, size=30)
     params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", random_state=0, shuffle=False)
     weighted = BONGRegressor(**params).fit(X, y, sample_weight=weights)
-    repeated = BONGRegressor(**params).fit(np.repeat(X, weights, axis=0), np.repeat(y, weights))
+    order = rng.permutation(int(weights.sum()))
+    repeated = BONGRegressor(**params).fit(np.repeat(X, weights, axis=0)[order], np.repeat(y, weights)[order])
+    assert weighted.noise_scale_ == pytest.approx(repeated.noise_scale_, rel=1e-9)
     X_test = rng.normal(size=(10, 4))
     mean_w, std_w = weighted.predict(X_test, return_std=True)
     mean_r, std_r = repeated.predict(X_test, return_std=True)

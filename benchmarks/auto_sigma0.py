@@ -1,7 +1,8 @@
 """``sigma0="auto"`` against the best fixed sigma0 chosen on held-out data (issue 19, item 3).
 
 Protocol, per data set and seed (the estimators' defaults otherwise: MLP with one hidden
-layer of 50 ReLU units, ``family="dlr", rank=10``, BONG-LIN-HESS, one pass, batch size 1):
+layer of 50 ReLU units, ``family="dlr", rank=10``, BONG-LIN-HESS, one pass, batch size 1,
+and for the regressor ``obs_noise="calibrated"``):
 
 * **fixed, chosen on held-out data**: for every scale of ``AUTO_SIGMA0`` fit on the
   learning rows minus a validation block, score the validation block (NLL), then refit the
@@ -29,7 +30,7 @@ fitted on the same rows as auto.
 
 Writes ``results/auto_sigma0.{md,png,json}``.
 
-    python benchmarks/auto_sigma0.py [--seeds 5] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn]
+    python benchmarks/auto_sigma0.py [--seeds 5] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn] [--merge]
 """
 
 from __future__ import annotations
@@ -268,14 +269,24 @@ def main():
     parser.add_argument("--datasets", default="digits,digits_raw,uci,mnist,mnist_cnn")
     parser.add_argument("--name", default="auto_sigma0")
     parser.add_argument("--from-json", action="store_true", help="re-render results/NAME.json without fitting")
+    parser.add_argument("--merge", action="store_true",
+                        help="re-run only --datasets and keep the other data sets' rows of results/NAME.json")
     args = parser.parse_args()
     json_path = RESULTS / f"{args.name}.json"
+    kept = []
     if args.from_json:
         results = json.loads(json_path.read_text())
     else:
-        results = run(args.datasets.split(","), args.seeds, args.uci_splits)
+        new = run(args.datasets.split(","), args.seeds, args.uci_splits)
+        results = json.loads(json_path.read_text()) if args.merge else {}
+        kept = [name for name in results if name not in new]
+        results.update(new)
         json_path.write_text(json.dumps(results, indent=1, default=float))
-    path = write(args.name, "sigma0='auto' against the best fixed sigma0 chosen on held-out data", report(results, args.name))
+    body = report(results, args.name)
+    if kept:
+        body = (f"Re-run by this command: {', '.join(n for n in results if n not in kept)}. Kept from the previous "
+                f"`{args.name}.json` (an earlier run of this script): {', '.join(kept)}.\n\n" + body)
+    path = write(args.name, "sigma0='auto' against the best fixed sigma0 chosen on held-out data", body)
     plot(results, RESULTS / f"{args.name}.png")
     print(f"wrote {path}")
 

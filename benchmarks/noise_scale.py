@@ -4,10 +4,10 @@ fixed ``R = 0.1 Var(y)`` and the online estimate of ``obs_noise="adaptive"``.
 Protocol, per data set and split (the estimators' defaults otherwise: MLP with one hidden
 layer of 50 ReLU units, BONG-LIN-HESS, one pass, batch size 1, ``sigma0 = 0.3``):
 
-* **fixed**: the default ``obs_noise="auto"``, ``R = 0.1 Var(y)`` of the training rows,
-  the BONG paper's choice (Sec. 5);
-* **calibrated**: ``obs_noise="calibrated"`` (not yet the default): the filter runs at the same ``R_0 = 0.1 Var(y)``, so its
-  means and RMSE are those of **fixed**; the noise and the prior covariance are then scaled
+* **fixed**: ``obs_noise="auto"``, ``R = 0.1 Var(y)`` of the training rows, the BONG
+  paper's choice (Sec. 5);
+* **calibrated**: the default ``obs_noise="calibrated"``: the filter runs at the same
+  ``R_0 = 0.1 Var(y)``, so its means and RMSE are those of **fixed**; the noise and the prior covariance are then scaled
   by ``c``, the mean normalised innovation squared of the one-step-ahead predictions;
 * **adaptive**: ``obs_noise="adaptive"`` (LO-FI Eq. 66, ``obs_noise_rate=0.01``).
 
@@ -41,15 +41,15 @@ from skbong import BONGRegressor
 from skbong.datasets import UCI_NAMES, uci_split
 from skbong.metrics import gaussian_nlpd
 
-#: (label, estimator parameters); "fixed" is the default obs_noise="auto".
+#: (label, estimator parameters); "calibrated" is the default obs_noise.
 SETTINGS = [
-    ("DLR fixed", dict()),
-    ("DLR calibrated", dict(obs_noise="calibrated")),
+    ("DLR fixed", dict(obs_noise="auto")),
+    ("DLR calibrated", dict()),
     ("DLR adaptive", dict(obs_noise="adaptive")),
-    ("DLR sigma0=auto, fixed", dict(sigma0="auto")),
-    ("DLR sigma0=auto, calibrated", dict(sigma0="auto", obs_noise="calibrated")),
-    ("FC fixed", dict(family="fc")),
-    ("FC calibrated", dict(family="fc", obs_noise="calibrated")),
+    ("DLR sigma0=auto, fixed", dict(sigma0="auto", obs_noise="auto")),
+    ("DLR sigma0=auto, calibrated", dict(sigma0="auto")),
+    ("FC fixed", dict(family="fc", obs_noise="auto")),
+    ("FC calibrated", dict(family="fc")),
 ]
 
 

@@ -1135,10 +1135,11 @@ class _BaseBONG(BaseEstimator):
         squared normalised innovations ``e^T (J Sigma J^T + R / w)^{-1} e`` and ``N`` the
         number of outputs times the rows' total weight (``skbong.core._dynamics.
         innovation_terms``; a row of integer weight ``w`` counts as ``w`` repeats), with
-        one pseudo-observation at ``c = 1`` so that a first row cannot set it alone. The filter ran at ``R``; by the invariance of
-        linearised Gaussian updates under ``Sigma_0, R -> c Sigma_0, c R`` its means are those
-        of the model with prior variance ``c sigma0^2`` and noise ``c R``, whose covariances
-        are the filter's times ``c``."""
+        one pseudo-observation at ``c = 1`` so that a first row cannot set it alone. The
+        filter ran at ``R``; by the invariance of linearised Gaussian updates under
+        ``Sigma_0, R -> c Sigma_0, c R`` its means are those of the model with prior
+        variance ``c sigma0^2`` and noise ``c R``, whose covariances are the filter's
+        times ``c``."""
         weight = n_passes * (float(n_rows) if sample_weight is None else float(np.sum(sample_weight)))
         total = innovations if reset else self._innovation_sum + innovations
         total_weight = weight + (0.0 if reset else self._innovation_weight)
@@ -1589,18 +1590,19 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         ``partial_fit`` call, the choice of the BONG paper's experiments (Sec. 5,
         "R_t = 0.1 Var(y_{1:T})"; ``R_0 = 0.1`` when that call holds fewer than two
         distinct targets). "calibrated" (the default) filters with that ``R_0`` and fits
-        the scale of the noise to the data: ``R = c R_0`` with the prior covariance ``c sigma0^2 I`` (the noise-scaled prior of the
-        normal-inverse-gamma model), where ``c`` (``noise_scale_``) maximises the
-        likelihood of the one-step-ahead predictions, in closed form the mean normalised
-        innovation squared ``(y - f(x, mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)``
-        over the rows seen (with one pseudo-row at ``c = 1``). The linearised updates
-        give the same means for every ``c``, so ``c`` only calibrates the predictive
-        variances and the posterior covariance (exactly for the LIN estimators; the MC
-        estimators sample at the filter's own scale; ``benchmarks/noise_scale.py``
-        measures it). "adaptive" starts from ``R_0`` and
-        estimates ``R`` online from the one-step-ahead residuals, ``R <- (1 - eps) R +
-        eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))`` after ``k``
-        steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that changes.
+        the scale of the noise to the data: ``R = c R_0`` with the prior covariance
+        ``c sigma0^2 I`` (the noise-scaled prior of the normal-inverse-gamma model),
+        where ``c`` (``noise_scale_``) maximises the likelihood of the one-step-ahead
+        predictions, in closed form the mean normalised innovation squared ``(y - f(x,
+        mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen (with one
+        pseudo-row at ``c = 1``). The linearised updates give the same means for every
+        ``c``, so ``c`` only calibrates the predictive variances and the posterior
+        covariance (exactly for the LIN estimators; the MC estimators sample at the
+        filter's own scale; ``benchmarks/noise_scale.py`` measures it). "adaptive" starts
+        from ``R_0`` and estimates ``R`` online from the one-step-ahead residuals, ``R <-
+        (1 - eps) R + eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))``
+        after ``k`` steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that
+        changes.
         The value in use is stored in ``obs_noise_`` (for "adaptive", the latest
         estimate, which the predictions use).
     obs_noise_rate : float, default=0.01
@@ -1619,8 +1621,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
     noise_scale_ : float
-        With ``obs_noise="calibrated"`` (the default): the fitted scale ``c`` of the noise and of the prior
-        covariance (``obs_noise_ = c R_0``).
+        With ``obs_noise="calibrated"`` (the default): the fitted scale ``c`` of the
+        noise and of the prior covariance (``obs_noise_ = c R_0``).
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)

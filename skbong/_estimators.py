@@ -936,9 +936,7 @@ class _BaseBONG(BaseEstimator):
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
         if calibrated:
-            obs_noise, self.posterior_ = self._calibrate(
-                config, reset, innovations, chosen, sample_weight, X.shape[0], n_passes, obs_noise
-            )
+            self.posterior_ = self._calibrate(config, reset, innovations, chosen, sample_weight, X.shape[0], n_passes)
         else:
             for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
                 self.__dict__.pop(name, None)
@@ -1126,9 +1124,9 @@ class _BaseBONG(BaseEstimator):
             return self.posterior_
         return config.family.rescale_precision(self.posterior_, np.asarray(scale, self.dtype), 0.0)
 
-    def _calibrate(self, config, reset, innovations, chosen, sample_weight, n_rows, n_passes, obs_noise):
-        """The calibrated noise scale ``c`` (``noise_scale_``) after this call, the
-        observation noise ``c R`` and the posterior with its covariance times ``c``.
+    def _calibrate(self, config, reset, innovations, chosen, sample_weight, n_rows, n_passes):
+        """Set the calibrated noise scale ``c`` (``noise_scale_``) after this call and return
+        the posterior with its covariance times ``c`` (the observation noise is ``c R``).
 
         ``c = (1 + S) / (1 + N)``: the maximum-likelihood scale of the one-step-ahead
         predictive variances, ``S / N`` with ``S`` the sum over the rows so far of their
@@ -1149,8 +1147,7 @@ class _BaseBONG(BaseEstimator):
         self.noise_scale_ = scale
         with _x64_scope(self.dtype):
             # computed where the belief lives (the device it was fitted on)
-            state = config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
-        return scale * obs_noise, state
+            return config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
 
     def sample_params(self, n_samples=1, random_state=None):
         """Draw flat parameter vectors from the posterior ``q(theta)``.

@@ -159,6 +159,14 @@ _SHARED_PARAMS_DOC = """
         overshoots the observation. "projected": BONG Eqs. 212-213 / 246-247 as printed,
         whose mean step uses the projected covariance and overshoots once ``sigma0^2
         ||J||^2`` exceeds the observation noise. ``docs/methods.rst`` compares them.
+    backtrack : bool, default=False
+        Backtracking line search on each step's mean move (not in the seeds). The
+        linearised step is one Gauss-Newton step on the step's MAP objective (minus the
+        log-likelihood of its rows plus the prior's quadratic penalty); for a row predicted
+        confidently wrong it can overshoot and raise that objective. With True such a move
+        is halved until the objective is no higher than at the prior mean; moves that
+        lower it are taken in full. Costs two forward passes a step. Families "diag",
+        "diag_mom", "dlr" and "slr" only. ``benchmarks/results/backtrack.md`` measures it.
     sigma0 : float, "auto" or array-like of float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
@@ -393,6 +401,7 @@ class _BaseBONG(BaseEstimator):
         "n_inner_steps": [Interval(Integral, 1, None, closed="left")],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
         "diag_step": [StrOptions(set(DIAG_STEPS))],
+        "backtrack": ["boolean"],
         "sigma0": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), "array-like"],
         "dynamics_decay": [Interval(Real, 0, None, closed="neither"), callable],
         "process_noise": [Interval(Real, 0, None, closed="left"), callable],
@@ -422,6 +431,7 @@ class _BaseBONG(BaseEstimator):
         n_inner_steps=1,
         n_mc_samples=10,
         diag_step="kalman",
+        backtrack=False,
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -446,6 +456,7 @@ class _BaseBONG(BaseEstimator):
         self.n_inner_steps = n_inner_steps
         self.n_mc_samples = n_mc_samples
         self.diag_step = diag_step
+        self.backtrack = backtrack
         self.sigma0 = sigma0
         self.dynamics_decay = dynamics_decay
         self.process_noise = process_noise
@@ -619,6 +630,7 @@ class _BaseBONG(BaseEstimator):
             self.n_mc_samples,
             self.diag_step,
             dynamics=self._dynamics(),
+            backtrack=self.backtrack,
         )
 
     def _dynamics(self) -> Dynamics:
@@ -1307,6 +1319,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         n_inner_steps=1,
         n_mc_samples=10,
         diag_step="kalman",
+        backtrack=False,
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -1333,6 +1346,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
             n_inner_steps=n_inner_steps,
             n_mc_samples=n_mc_samples,
             diag_step=diag_step,
+            backtrack=backtrack,
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,
@@ -1675,6 +1689,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         n_inner_steps=1,
         n_mc_samples=10,
         diag_step="kalman",
+        backtrack=False,
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -1700,6 +1715,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             n_inner_steps=n_inner_steps,
             n_mc_samples=n_mc_samples,
             diag_step=diag_step,
+            backtrack=backtrack,
             sigma0=sigma0,
             dynamics_decay=dynamics_decay,
             process_noise=process_noise,

@@ -538,6 +538,27 @@ def test_diag_step_reaches_the_filter(digits):
         BONGClassifier(diag_step="eq212").fit(X_train[:20], y_train[:20])
 
 
+def test_backtrack_reaches_the_filter_and_fc_refuses_it(digits):
+    # At a wide prior (sigma0 = 1, beyond the default's stable range on digits) the plain
+    # BONG step overshoots on confidently wrong rows; the backtracked one classifies better.
+    # A full-covariance family refuses it with a clear error and loses nothing (rule 6).
+    X_train, X_test, y_train, y_test = digits
+    fits = {flag: BONGClassifier(sigma0=1.0, backtrack=flag, random_state=0) for flag in (False, True)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for est in fits.values():
+            est.fit(X_train, y_train)
+    assert not np.allclose(fits[True].posterior_.mean, fits[False].posterior_.mean)
+    assert fits[True].score(X_test, y_test) > fits[False].score(X_test, y_test) + 0.03
+    clf = BONGClassifier(family="fc", hidden_layer_sizes=(4,), random_state=0).fit(X_train[:100], y_train[:100])
+    before = np.asarray(clf.posterior_.mean).copy()
+    clf.set_params(backtrack=True)
+    with pytest.raises(ValueError, match="backtrack=True needs"):
+        clf.partial_fit(X_train[:10], y_train[:10])
+    np.testing.assert_array_equal(clf.posterior_.mean, before)
+    assert clf.n_features_in_ == X_train.shape[1]
+
+
 def test_plain_arrays_skip_validation_with_the_same_results_and_errors(digits):
     # Predictions of a float ndarray skip validate_data; every other input takes it, with
     # the same results and scikit-learn's own errors and warnings.

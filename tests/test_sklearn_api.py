@@ -126,6 +126,8 @@ def _estimators():
     # The continual-learning options (issue 21): spherical LO-FI, inflation, noise estimate.
     yield BONGClassifier(family="slr", rank=3, inflation="hybrid", random_state=0)
     yield BONGRegressor(family="slr", rank=3, inflation="bayesian", obs_noise="adaptive", random_state=0)
+    # The backtracking line search of the mean step.
+    yield BONGClassifier(backtrack=True, rank=3, random_state=0)
 
 
 def _expected_failures(estimator):

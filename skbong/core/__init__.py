@@ -215,6 +215,7 @@ def filter_posterior(
     diag_step: str = "kalman",
     cov_floor: float = 0.0,
     dynamics: Dynamics | None = None,
+    backtrack: bool = False,
     inflation: float = 0.0,
     obs_noise_rate: float = 0.0,
     batch_size: int = 1,
@@ -261,6 +262,8 @@ def filter_posterior(
         ``diag(p) - p p^T + eps I`` (:class:`Categorical`).
     dynamics : Dynamics, optional
         Decay and process-noise schedules, covariance inflation, online noise estimate.
+    backtrack : bool, default=False
+        Backtracking line search on the mean step (see :func:`make_config`).
     inflation : float, default=0.0
         ``alpha`` of the inflation that ``dynamics`` names.
     obs_noise_rate : float, default=0.0
@@ -283,7 +286,7 @@ def filter_posterior(
     """
     config = make_config(
         apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step, cov_floor,
-        dynamics,
+        dynamics, backtrack,
     )
     mean0 = jnp.asarray(init_mean)
     if state is None:

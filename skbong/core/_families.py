@@ -146,6 +146,10 @@ def _diag_valid(state: DiagState) -> jax.Array:
     return jnp.all(jnp.isfinite(state.mean)) & jnp.all(jnp.isfinite(state.var)) & jnp.all(state.var > 0)
 
 
+def _diag_precision_quadratic(state: DiagState, v: jax.Array) -> jax.Array:
+    return jnp.sum(v * v / state.var)
+
+
 def _full_sample(state: FullCovState, key: jax.Array, n_samples: int) -> jax.Array:
     chol = jnp.linalg.cholesky(state.cov)
     z = jax.random.normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
@@ -598,6 +602,10 @@ class Diagonal(_GaussianFamily):
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
 
+    def precision_quadratic(self, state: DiagState, v: jax.Array) -> jax.Array:
+        """``v^T Sigma^{-1} v`` in ``O(P)``."""
+        return _diag_precision_quadratic(state, v)
+
     def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
         """Kalman step projected on the diagonal precision (see ``kalman``), else Eqs. 210-213
         (BONG), 226-227 (BLR)."""
@@ -629,6 +637,10 @@ class DiagonalMoment(_GaussianFamily):
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
+
+    def precision_quadratic(self, state: DiagState, v: jax.Array) -> jax.Array:
+        """``v^T Sigma^{-1} v`` in ``O(P)``."""
+        return _diag_precision_quadratic(state, v)
 
     def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
         """Kalman step projected on the diagonal covariance (see ``kalman``), else
@@ -835,6 +847,10 @@ class DiagonalLowRank:
     def covariance_dot(self, state: DLRState, v: jax.Array) -> jax.Array:
         """``(Upsilon + W W^T)^{-1} v`` by Woodbury."""
         return _dlr_solve(state.diag_precision, state.low_rank, v[:, None])[:, 0]
+
+    def precision_quadratic(self, state: DLRState, v: jax.Array) -> jax.Array:
+        """``v^T (Upsilon + W W^T) v`` in ``O(R P)``."""
+        return jnp.sum(state.diag_precision * v * v) + jnp.sum((state.low_rank.T @ v) ** 2)
 
     def covariance(self, state: DLRState) -> jax.Array:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""

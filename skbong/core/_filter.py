@@ -200,7 +200,41 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
             config.apply_fn, config.likelihood, config.family, current, x, y, weight, hyper.obs_noise, inner_key
         )
 
-    return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
+    updated = apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
+    if config.backtrack:
+        return _backtracked(config, prior, updated, x, y, weight, hyper.obs_noise)
+    return updated
+
+
+#: Halvings of the mean step that ``FilterConfig.backtrack`` tries before leaving the mean.
+BACKTRACK_HALVINGS = 8
+
+
+def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise):
+    """``updated`` with its mean move ``delta`` from ``prior`` cut to ``2^-k delta``, ``k``
+    the fewest halvings (at most :data:`BACKTRACK_HALVINGS`, else no move) after which the
+    step's MAP objective ``-sum_b w_b log p(y_b | x_b, theta) + (theta - mu)^T Sigma^{-1}
+    (theta - mu) / 2`` is no higher than at the prior mean ``mu`` (see :func:`make_config`).
+    The full step is the common case and costs two forward passes; the halvings are
+    evaluated together, only when it fails."""
+    delta = updated.mean - prior.mean
+    penalty = 0.5 * config.family.precision_quadratic(prior, delta)
+    log_prob = jax.vmap(config.likelihood.log_prob, in_axes=(0, 0, None))
+
+    def objective(step):
+        outputs = config.apply_fn(prior.mean + step * delta, x)
+        return step**2 * penalty - jnp.sum(weight * log_prob(outputs, y, obs_noise))
+
+    one = jnp.ones((), delta.dtype)
+    at_prior, at_full = jax.vmap(objective)(jnp.stack([0 * one, one]))
+
+    def shortened(_):
+        steps = 0.5 ** jnp.arange(1, BACKTRACK_HALVINGS + 1, dtype=delta.dtype)
+        acceptable = jax.vmap(objective)(steps) <= at_prior
+        return jnp.where(jnp.any(acceptable), steps[jnp.argmax(acceptable)], 0 * one)
+
+    step = jax.lax.cond(at_full <= at_prior, lambda _: one, shortened, None)
+    return updated._replace(mean=prior.mean + step * delta)
 
 
 def _scan_stream(

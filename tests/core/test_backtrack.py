@@ -1,0 +1,101 @@
+"""The backtracking line search of the mean step (``make_config(backtrack=True)``) against
+a slow NumPy reference of the step's MAP objective."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from skbong.core import DiagState, DLRState, Hyperparameters, make_config, run_filter
+from skbong.core._filter import BACKTRACK_HALVINGS
+
+D, C = 3, 3  # linear softmax / linear regression, P = 9
+
+
+def _linear(theta, x):
+    return x @ theta.reshape(D, C)
+
+
+def _dense_precision(family, state):
+    return np.linalg.inv(np.asarray(family.covariance(state)))
+
+
+def _reference_step_size(mean, precision, delta, x, y, weight):
+    """The first of 1, 1/2, ..., 2^-8 at which the step's MAP objective is no higher than
+    at the prior mean, else 0 (NumPy, float64)."""
+
+    def objective(step):
+        logits = x @ (mean + step * delta).reshape(D, C)
+        log_softmax = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True))
+        log_softmax -= logits.max(1, keepdims=True)
+        return -np.sum(weight * np.sum(y * log_softmax, axis=1)) + 0.5 * step**2 * delta @ precision @ delta
+
+    for step in 0.5 ** np.arange(BACKTRACK_HALVINGS + 1):
+        if objective(step) <= objective(0.0):
+            return step
+    return 0.0
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
+def test_precision_quadratic_is_the_dense_one(family, x64):
+    rng = np.random.default_rng(0)
+    config = make_config(_linear, "categorical", family, rank=2)
+    state = config.family.init(jnp.asarray(rng.normal(size=D * C)), jnp.asarray(0.7))
+    X, Y = rng.normal(size=(5, D)), np.eye(C)[rng.integers(C, size=5)]
+    state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
+    v = rng.normal(size=D * C)
+    expected = v @ _dense_precision(config.family, state) @ v
+    np.testing.assert_allclose(config.family.precision_quadratic(state, jnp.asarray(v)), expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("family", ["diag", "dlr"])
+def test_overshooting_step_is_shortened_as_the_reference(family, x64):
+    """A row predicted confidently wrong: the linearised step raises the MAP objective, and
+    the backtracked step is the reference's halving of it; the covariance is unchanged."""
+    rng = np.random.default_rng(1)
+    plain = make_config(_linear, "categorical", family, rank=2)
+    backtracked = make_config(_linear, "categorical", family, rank=2, backtrack=True)
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    # A broad prior belief (variances ~ 100) with a non-trivial precision, around a mean
+    # that predicts x = e_0 as class 0 with p(class 2) ~ 3e-4.
+    mean0 = np.zeros((D, C))
+    mean0[0] = [4.0, 0.0, -4.0]
+    scale = rng.uniform(0.5, 1.5, size=D * C)
+    if family == "diag":
+        state = DiagState(jnp.asarray(mean0.ravel()), jnp.asarray(100.0 * scale))
+    else:
+        low_rank = 0.05 * rng.normal(size=(D * C, 2))
+        state = DLRState(jnp.asarray(mean0.ravel()), jnp.asarray(0.01 * scale), jnp.asarray(low_rank))
+    x, y = np.array([[1.0, 0.1, -0.1]]), np.eye(C)[[2]]
+    after_plain = run_filter(plain, state, x, y, hyper)
+    after_backtracked = run_filter(backtracked, state, x, y, hyper)
+
+    mean = np.asarray(state.mean)
+    delta = np.asarray(after_plain.mean) - mean
+    step = _reference_step_size(mean, _dense_precision(plain.family, state), delta, x, y, np.ones(1))
+    assert 0 < step < 1  # the case exercises the shortening
+    np.testing.assert_allclose(after_backtracked.mean, mean + step * delta, rtol=1e-12, atol=1e-12)
+    for got, expected in zip(after_backtracked[1:], after_plain[1:]):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
+def test_conjugate_updates_are_taken_in_full(family, x64):
+    """Linear-Gaussian: the Kalman step minimises the step's MAP objective exactly, so
+    backtracking never shortens it and the whole stream's posterior is unchanged."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(20, D))
+    Y = X @ rng.normal(size=(D, C)) + 0.1 * rng.normal(size=(20, C))
+    hyper = Hyperparameters(0.05, 1.0, 0.0)
+    beliefs = []
+    for backtrack in (False, True):
+        config = make_config(_linear, "gaussian", family, rank=2, backtrack=backtrack)
+        state = config.family.init(jnp.zeros(D * C), jnp.asarray(3.0))
+        beliefs.append(run_filter(config, state, X, Y, hyper))
+    for got, expected in zip(*beliefs):
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("family", ["fc", "fc_mom"])
+def test_full_covariance_refuses_backtracking(family):
+    with pytest.raises(ValueError, match="backtrack=True needs"):
+        make_config(_linear, "categorical", family, backtrack=True)

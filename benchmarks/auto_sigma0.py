@@ -30,7 +30,8 @@ fitted on the same rows as auto.
 
 Writes ``results/auto_sigma0.{md,png,json}``.
 
-    python benchmarks/auto_sigma0.py [--seeds 5] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn] [--merge]
+    python benchmarks/auto_sigma0.py [--seeds 5] [--uci-splits 5] [--datasets digits,digits_raw,uci,mnist,mnist_cnn]
+        [--merge] [--backtrack] [--name NAME]
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ from skbong.datasets import UCI_NAMES, mnist_stream, uci_split
 from skbong.metrics import gaussian_nlpd
 
 N_MNIST = 2000
+#: Options every classifier of a run gets (``--backtrack`` sets ``backtrack=True``).
+CLASSIFIER_OPTIONS: dict = {}
 #: The fixed prior scale auto is also compared with: 0.3, the estimators' default before
 #: ``sigma0="auto"``.
 FIXED_DEFAULT = 0.3
@@ -141,11 +144,12 @@ def run(datasets, n_seeds: int, n_uci: int) -> dict:
         if name not in datasets:
             continue
         def make(s):
-            return BONGClassifier(sigma0=s, random_state=0)
+            return BONGClassifier(sigma0=s, random_state=0, **CLASSIFIER_OPTIONS)
         compare(make, *_digits(0, scale), regression=False)  # warm-up: compiles every entry point
         for seed in range(n_seeds):
-            record(name, compare(lambda s, seed=seed: BONGClassifier(sigma0=s, random_state=seed),
-                                 *_digits(seed, scale), regression=False))
+            def make_seeded(s, seed=seed):
+                return BONGClassifier(sigma0=s, random_state=seed, **CLASSIFIER_OPTIONS)
+            record(name, compare(make_seeded, *_digits(seed, scale), regression=False))
     if "uci" in datasets:
         for uci_name in UCI_NAMES:
             X, y, X_test, y_test, n_val, y_std = _uci(uci_name, 0)
@@ -165,7 +169,7 @@ def run(datasets, n_seeds: int, n_uci: int) -> dict:
             # mnist_stream.py, its initial weights drawn from the seed.
             model = None if network == "mlp" else build_model("cnn").build(seed)
             make = lambda s, seed=seed, model=model: BONGClassifier(  # noqa: E731
-                model=model, sigma0=s, random_state=seed, shuffle=False
+                model=model, sigma0=s, random_state=seed, shuffle=False, **CLASSIFIER_OPTIONS
             )
             if seed == 0:
                 compare(make, X[:600], y[:600], X_test, y_test, 0, False, refit=False, X_val=X_val, y_val=y_val)
@@ -271,7 +275,11 @@ def main():
     parser.add_argument("--from-json", action="store_true", help="re-render results/NAME.json without fitting")
     parser.add_argument("--merge", action="store_true",
                         help="re-run only --datasets and keep the other data sets' rows of results/NAME.json")
+    parser.add_argument("--backtrack", action="store_true",
+                        help="every classifier with backtrack=True (the line search of the mean step)")
     args = parser.parse_args()
+    if args.backtrack:
+        CLASSIFIER_OPTIONS["backtrack"] = True
     json_path = RESULTS / f"{args.name}.json"
     kept = []
     if args.from_json:
@@ -283,6 +291,9 @@ def main():
         results.update(new)
         json_path.write_text(json.dumps(results, indent=1, default=float))
     body = report(results, args.name)
+    if args.backtrack:
+        body = ("Every classifier (fixed and auto) runs with `backtrack=True`, the line search of the mean "
+                "step; the regressors are unchanged.\n\n" + body)
     if kept:
         body = (f"Re-run by this command: {', '.join(n for n in results if n not in kept)}. Kept from the previous "
                 f"`{args.name}.json` (an earlier run of this script): {', '.join(kept)}.\n\n" + body)

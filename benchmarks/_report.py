@@ -53,6 +53,17 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+def format_mean_se(values) -> str:
+    """``mean ± standard error`` of runs, or how many of them failed (non-finite)."""
+    import numpy
+
+    values = numpy.asarray(values, dtype=float)
+    if not numpy.all(numpy.isfinite(values)):
+        return f"{numpy.sum(~numpy.isfinite(values))} of {len(values)} failed"
+    se = values.std(ddof=1) / numpy.sqrt(len(values)) if len(values) > 1 else 0.0
+    return f"{values.mean():.4f} ± {se:.4f}"
+
+
 def write(name: str, title: str, body: str) -> Path:
     """Write ``results/<name>.md`` with the environment block and return its path."""
     RESULTS.mkdir(exist_ok=True)

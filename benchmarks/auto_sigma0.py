@@ -45,7 +45,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.metrics import log_loss
 
-from _report import RESULTS, markdown_table, write
+from _report import RESULTS, markdown_table, format_mean_se, write
 from mnist_stream import build_model
 from skbong import AUTO_SIGMA0, BONGClassifier, BONGRegressor
 from skbong.datasets import UCI_NAMES, mnist_stream, uci_split
@@ -178,14 +178,6 @@ def run(datasets, n_seeds: int, n_uci: int) -> dict:
     return results
 
 
-def _mean_se(values) -> str:
-    values = np.asarray(values, dtype=float)
-    if not np.all(np.isfinite(values)):
-        return f"inf ({np.sum(~np.isfinite(values))} failed)"
-    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
-    return f"{values.mean():.4f} ± {se:.4f}"
-
-
 def _informative_se(diff) -> bool:
     """Whether more than one run differs: with a single one (the others chose the same
     scale), the mean difference equals its SE identically."""
@@ -217,14 +209,14 @@ def report(results: dict, name: str) -> str:
         default_se = versus_default.std(ddof=1) / np.sqrt(len(runs)) if len(runs) > 1 else 0.0
         n_default += bool(np.all(np.isfinite(auto)) and _within_one_se(versus_default))
         rows.append([
-            data_name, len(runs), _mean_se(fixed), _mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
+            data_name, len(runs), format_mean_se(fixed), format_mean_se(auto), f"{diff.mean():+.4f} ± {se:.4f} ({rel:+.1%})",
             ("yes" if met else "**no**") + ("" if informative_se or rel <= 0.03 else " (one run differs: SE uninformative)"),
-            _mean_se([r["fixed_metric"] for r in runs]), _mean_se([r["auto_metric"] for r in runs]),
+            format_mean_se([r["fixed_metric"] for r in runs]), format_mean_se([r["auto_metric"] for r in runs]),
             " ".join(f"{r['fixed_sigma0']:g}" for r in runs), " ".join(f"{r['auto_sigma0']:g}" for r in runs),
             f"{np.mean([max(r['auto_weights'] or [0]) for r in runs]):.3f}",
             sum(r["auto_warned"] for r in runs),
             f"{np.median([r['time_ratio'] for r in runs]):.2f}",
-            _mean_se(default), f"{versus_default.mean():+.4f} ± {default_se:.4f}",
+            format_mean_se(default), f"{versus_default.mean():+.4f} ± {default_se:.4f}",
         ])
     header = ["data", "runs", "NLL fixed (val-chosen)", "NLL auto", "auto - fixed (rel.)",
               "within 3% or 1 SE", "acc / RMSE fixed", "acc / RMSE auto", "fixed sigma0 per run",

@@ -23,6 +23,7 @@ with backtracking over one without (median over seeds, after a warm-up fit compi
 Writes ``results/backtrack.{md,json}``.
 
     python benchmarks/backtrack.py [--seeds 5] [--datasets mnist_mlp,mnist_mlp_diag,mnist_cnn,digits,digits_raw]
+        [--from-json]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.metrics import log_loss
 
-from _report import RESULTS, markdown_table, write
+from _report import RESULTS, markdown_table, format_mean_se, write
 from mnist_stream import build_model
 from skbong import BONGClassifier
 from skbong.datasets import mnist_stream
@@ -103,14 +104,6 @@ def run(datasets, n_seeds: int) -> dict:
     return results
 
 
-def _mean_se(values) -> str:
-    values = np.asarray(values, dtype=float)
-    if not np.all(np.isfinite(values)):
-        return f"{np.sum(~np.isfinite(values))} of {len(values)} failed"
-    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else 0.0
-    return f"{values.mean():.4f} ± {se:.4f}"
-
-
 def report(results: dict) -> str:
     rows = []
     n_better = n_worse = n_cells = 0
@@ -131,9 +124,9 @@ def report(results: dict) -> str:
                 if any(r[key]["status"] == s for r in runs)
             )
             rows.append([
-                name, sigma0, len(runs), _mean_se(plain), _mean_se(backtracked),
+                name, sigma0, len(runs), format_mean_se(plain), format_mean_se(backtracked),
                 f"{diff.mean():+.4f} ± {se:.4f}" if finite else "n/a",
-                _mean_se([r["False"]["acc"] for r in runs]), _mean_se([r["True"]["acc"] for r in runs]),
+                format_mean_se([r["False"]["acc"] for r in runs]), format_mean_se([r["True"]["acc"] for r in runs]),
                 flags("False"), flags("True"), f"{ratio:.2f}",
             ])
     table = markdown_table(
@@ -154,9 +147,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--from-json", action="store_true", help="re-render results/backtrack.json without fitting")
     args = parser.parse_args()
-    results = run(args.datasets.split(","), args.seeds)
-    (RESULTS / "backtrack.json").write_text(json.dumps(results, indent=1, default=float))
+    json_path = RESULTS / "backtrack.json"
+    if args.from_json:
+        results = json.loads(json_path.read_text())
+    else:
+        results = run(args.datasets.split(","), args.seeds)
+        json_path.write_text(json.dumps(results, indent=1, default=float))
     path = write("backtrack", "Backtracking the mean step: test log-loss with and without", report(results))
     print(f"wrote {path}")
 

@@ -73,7 +73,7 @@ def _uci(name: str, split: int):
     return X, y, data.X_test, data.y_test, len(y) // 5, data.y_std
 
 
-def _score(est, X, y, regression: bool, y_std: float = 1.0) -> tuple[float, float]:
+def score_nll(est, X, y, regression: bool, y_std: float = 1.0) -> tuple[float, float]:
     """(NLL, accuracy or RMSE), in the units of the original targets for UCI."""
     if regression:
         mean, std = est.predict(X, return_std=True)
@@ -82,7 +82,7 @@ def _score(est, X, y, regression: bool, y_std: float = 1.0) -> tuple[float, floa
     return float(log_loss(y, proba, labels=est.classes_)), float(np.mean(est.classes_[proba.argmax(1)] == y))
 
 
-def _fit(make, sigma0, X, y):
+def fit_timed(make, sigma0, X, y):
     """(fitted estimator or None, seconds, warned)."""
     est = make(sigma0)
     start = time.perf_counter()
@@ -103,25 +103,25 @@ def compare(make, X, y, X_test, y_test, n_val: int, regression: bool, y_std: flo
         X_learn, y_learn = X, y
     val, fits, single_seconds = {}, {}, []
     for s in AUTO_SIGMA0:
-        fits[s], seconds, _ = _fit(make, s, X_learn, y_learn)
+        fits[s], seconds, _ = fit_timed(make, s, X_learn, y_learn)
         single_seconds.append(seconds)
-        val[s] = _score(fits[s], X_val, y_val, regression, y_std)[0] if fits[s] is not None else np.inf
+        val[s] = score_nll(fits[s], X_val, y_val, regression, y_std)[0] if fits[s] is not None else np.inf
     chosen = min(val, key=val.get)
     if refit:  # on the same rows as the auto fit, which also times one single fit
-        fixed, seconds, _ = _fit(make, chosen, X, y)
+        fixed, seconds, _ = fit_timed(make, chosen, X, y)
     else:
         fixed, seconds = fits[chosen], float(np.median(single_seconds))
-    auto, auto_seconds, warned = _fit(make, "auto", X, y)
+    auto, auto_seconds, warned = fit_timed(make, "auto", X, y)
     # The fixed default, fitted on the same rows as auto.
     if not refit:
         default = fits[FIXED_DEFAULT]
     elif chosen == FIXED_DEFAULT:
         default = fixed
     else:
-        default = _fit(make, FIXED_DEFAULT, X, y)[0]
-    default_nll = np.inf if default is None else _score(default, X_test, y_test, regression, y_std)[0]
-    fixed_nll, fixed_metric = _score(fixed, X_test, y_test, regression, y_std)
-    auto_nll, auto_metric = (np.inf, np.nan) if auto is None else _score(auto, X_test, y_test, regression, y_std)
+        default = fit_timed(make, FIXED_DEFAULT, X, y)[0]
+    default_nll = np.inf if default is None else score_nll(default, X_test, y_test, regression, y_std)[0]
+    fixed_nll, fixed_metric = score_nll(fixed, X_test, y_test, regression, y_std)
+    auto_nll, auto_metric = (np.inf, np.nan) if auto is None else score_nll(auto, X_test, y_test, regression, y_std)
     return {
         "fixed_sigma0": chosen, "fixed_nll": fixed_nll, "fixed_metric": fixed_metric,
         "auto_sigma0": np.nan if auto is None else auto.sigma0_,

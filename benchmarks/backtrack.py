@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-import warnings
 
 import numpy as np
 from sklearn.datasets import load_digits
-from sklearn.metrics import log_loss
 
 from _report import RESULTS, markdown_table, format_mean_se, write
+from auto_sigma0 import fit_timed, score_nll
 from mnist_stream import build_model
 from skbong import BONGClassifier
 from skbong.datasets import mnist_stream
@@ -63,24 +61,12 @@ def _data(name: str, seed: int):
     return X[order[:1000]], y[order[:1000]], X[order[1000:]], y[order[1000:]], {}
 
 
-def _fit_score(X, y, X_test, y_test, **params) -> dict:
-    est = BONGClassifier(**params)
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            est.fit(X, y)
-        except FloatingPointError:
-            return {"nll": np.inf, "acc": np.nan, "seconds": time.perf_counter() - start, "status": "raised"}
-    seconds = time.perf_counter() - start
-    proba = est.predict_proba(X_test)
-    warned = any("Convergence" in w.category.__name__ for w in caught)
-    return {
-        "nll": float(log_loss(y_test, proba, labels=est.classes_)),
-        "acc": float(np.mean(est.classes_[proba.argmax(1)] == y_test)),
-        "seconds": seconds,
-        "status": "warned" if warned else "",
-    }
+def _fit_score(X, y, X_test, y_test, sigma0, **params) -> dict:
+    est, seconds, warned = fit_timed(lambda s: BONGClassifier(sigma0=s, **params), sigma0, X, y)
+    if est is None:
+        return {"nll": np.inf, "acc": np.nan, "seconds": seconds, "status": "raised"}
+    nll, acc = score_nll(est, X_test, y_test, regression=False)
+    return {"nll": nll, "acc": acc, "seconds": seconds, "status": "warned" if warned else ""}
 
 
 def run(datasets, n_seeds: int) -> dict:

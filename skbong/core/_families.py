@@ -147,6 +147,7 @@ def _diag_valid(state: DiagState) -> jax.Array:
 
 
 def _diag_precision_quadratic(state: DiagState, v: jax.Array) -> jax.Array:
+    """``v^T Sigma^{-1} v`` in ``O(P)``."""
     return jnp.sum(v * v / state.var)
 
 
@@ -602,9 +603,7 @@ class Diagonal(_GaussianFamily):
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
 
-    def precision_quadratic(self, state: DiagState, v: jax.Array) -> jax.Array:
-        """``v^T Sigma^{-1} v`` in ``O(P)``."""
-        return _diag_precision_quadratic(state, v)
+    precision_quadratic = staticmethod(_diag_precision_quadratic)
 
     def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
         """Kalman step projected on the diagonal precision (see ``kalman``), else Eqs. 210-213
@@ -638,9 +637,7 @@ class DiagonalMoment(_GaussianFamily):
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
 
-    def precision_quadratic(self, state: DiagState, v: jax.Array) -> jax.Array:
-        """``v^T Sigma^{-1} v`` in ``O(P)``."""
-        return _diag_precision_quadratic(state, v)
+    precision_quadratic = staticmethod(_diag_precision_quadratic)
 
     def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
         """Kalman step projected on the diagonal covariance (see ``kalman``), else

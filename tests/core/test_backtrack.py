@@ -25,8 +25,8 @@ def _reference_step_size(mean, precision, delta, x, y, weight):
 
     def objective(step):
         logits = x @ (mean + step * delta).reshape(D, C)
-        log_softmax = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True))
-        log_softmax -= logits.max(1, keepdims=True)
+        shifted = logits - logits.max(1, keepdims=True)
+        log_softmax = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
         return -np.sum(weight * np.sum(y * log_softmax, axis=1)) + 0.5 * step**2 * delta @ precision @ delta
 
     for step in 0.5 ** np.arange(BACKTRACK_HALVINGS + 1):

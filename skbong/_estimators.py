@@ -159,14 +159,18 @@ _SHARED_PARAMS_DOC = """
         overshoots the observation. "projected": BONG Eqs. 212-213 / 246-247 as printed,
         whose mean step uses the projected covariance and overshoots once ``sigma0^2
         ||J||^2`` exceeds the observation noise. ``docs/methods.rst`` compares them.
-    backtrack : bool, default=False
+    backtrack : bool or "auto", default="auto"
         Backtracking line search on each step's mean move (not in the seeds). The
         linearised step is one Gauss-Newton step on the step's MAP objective (minus the
         log-likelihood of its rows plus the prior's quadratic penalty); for a row predicted
         confidently wrong it can overshoot and raise that objective. With True such a move
         is halved until the objective is no higher than at the prior mean; moves that
-        lower it are taken in full. Costs two forward passes a step. Families "diag",
-        "diag_mom", "dlr" and "slr" only. ``benchmarks/results/backtrack.md`` measures it.
+        lower it are taken in full, so a step that never overshoots is unchanged. Costs one
+        forward pass and one pass over the covariance factor a step. Families "diag",
+        "diag_mom", "dlr" and "slr" only (True with "fc" or "fc_mom" is refused). "auto":
+        on where it is measured, ``algorithm="bong"`` with one of those families; off
+        otherwise (the full-covariance families, BLR, BOG, BBB).
+        ``benchmarks/results/backtrack.md`` measures it.
     sigma0 : float, "auto" or array-like of float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
@@ -401,7 +405,7 @@ class _BaseBONG(BaseEstimator):
         "n_inner_steps": [Interval(Integral, 1, None, closed="left")],
         "n_mc_samples": [Interval(Integral, 1, None, closed="left")],
         "diag_step": [StrOptions(set(DIAG_STEPS))],
-        "backtrack": ["boolean"],
+        "backtrack": ["boolean", StrOptions({"auto"})],
         "sigma0": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), "array-like"],
         "dynamics_decay": [Interval(Real, 0, None, closed="neither"), callable],
         "process_noise": [Interval(Real, 0, None, closed="left"), callable],
@@ -431,7 +435,7 @@ class _BaseBONG(BaseEstimator):
         n_inner_steps=1,
         n_mc_samples=10,
         diag_step="kalman",
-        backtrack=False,
+        backtrack="auto",
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -630,8 +634,15 @@ class _BaseBONG(BaseEstimator):
             self.n_mc_samples,
             self.diag_step,
             dynamics=self._dynamics(),
-            backtrack=self.backtrack,
+            backtrack=self._backtrack(),
         )
+
+    def _backtrack(self) -> bool:
+        """``backtrack`` with "auto" resolved: on for BONG where the family has the cheap
+        quadratic form the line search needs (``skbong.core.make_config``)."""
+        if self.backtrack == "auto":
+            return self.algorithm == "bong" and self.family in ("diag", "diag_mom", "dlr", "slr")
+        return bool(self.backtrack)
 
     def _dynamics(self) -> Dynamics:
         """The static side of the dynamics: schedules, inflation, noise estimate."""
@@ -1319,7 +1330,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         n_inner_steps=1,
         n_mc_samples=10,
         diag_step="kalman",
-        backtrack=False,
+        backtrack="auto",
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,
@@ -1689,7 +1700,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         n_inner_steps=1,
         n_mc_samples=10,
         diag_step="kalman",
-        backtrack=False,
+        backtrack="auto",
         sigma0=0.3,
         dynamics_decay=1.0,
         process_noise=0.0,

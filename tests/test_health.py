@@ -152,10 +152,11 @@ def test_a_classifier_near_chance_warns_that_it_is_barely_learning(digits):
 
 def test_a_prior_at_odds_with_the_inputs_warns(digits):
     # Raw 0-16 pixels at the default sigma0: the fit beats the constant predictor but the
-    # posterior mean lies several prior standard deviations per weight from mu_0.
+    # posterior mean lies several prior standard deviations per weight from mu_0. (The default
+    # line search keeps this fit near the prior: 0.93 training accuracy against 0.10 without.)
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data"):
-        clf = BONGClassifier(hidden_layer_sizes=(16,), random_state=0).fit(X, y)
+        clf = BONGClassifier(hidden_layer_sizes=(16,), backtrack=False, random_state=0).fit(X, y)
     np.testing.assert_array_equal(clf._prior_mean, MLPSpec(64, (16,), 10, "relu").init_params(clf._seed).astype(np.float32))
 
 

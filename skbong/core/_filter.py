@@ -966,6 +966,22 @@ def predict_distribution(
     return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))
 
 
+def prior_output_spread(config: FilterConfig, mean, sigma0: float, X) -> float:
+    """Standard deviation of the network's outputs under the prior ``N(mean, sigma0^2 I)``,
+    linearised at ``mean``: ``sigma0 sqrt(mean_{n,c} ||d f_c(x_n) / d theta||^2)``, the
+    prior predictive check of the estimators (``skbong._health``). One compiled program of
+    per-row Jacobians, for the few rows of ``X`` (shape ``(N, D)``)."""
+    return sigma0 * float(np.sqrt(_mean_squared_jacobian(config, mean, np.asarray(X, mean.dtype))))
+
+
+@_jit(static_argnames="config")
+def _mean_squared_jacobian(config: FilterConfig, mean, x):
+    _TRACES["predict"] += 1
+    row_jacobian = jax.jacrev(lambda theta, row: config.apply_fn(theta, row[None])[0])
+    jac = jax.vmap(row_jacobian, in_axes=(None, 0))(mean, x)  # (N, C, P)
+    return jnp.mean(jnp.sum(jac**2, axis=-1))
+
+
 @_jit(static_argnames="config")
 def _outputs_at(config: FilterConfig, params, x):
     _TRACES["predict"] += 1

@@ -847,8 +847,7 @@ class DiagonalLowRank:
 
     def precision_quadratic(self, state: DLRState, v: jax.Array) -> jax.Array:
         """``v^T (Upsilon + W W^T) v`` in ``O(R P)``."""
-        # v @ W, not W.T @ v: XLA:CPU runs the row-vector form about 1.5x faster.
-        return jnp.sum(state.diag_precision * v * v) + jnp.sum((v @ state.low_rank) ** 2)
+        return jnp.sum(state.diag_precision * v * v) + jnp.sum((state.low_rank.T @ v) ** 2)
 
     def covariance(self, state: DLRState) -> jax.Array:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""

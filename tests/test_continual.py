@@ -88,9 +88,11 @@ def test_schedule_equals_constant_and_pickles(digits):
     with a module-level schedule function pickles and goes on."""
     X, y = digits
     params = dict(hidden_layer_sizes=(8,), rank=3, random_state=0, shuffle=False)
-    constant = BONGClassifier(process_noise=1e-4, **params).fit(X[:200], y[:200])
-    scheduled = BONGClassifier(process_noise=lambda t: 1e-4, **params).fit(X[:200], y[:200])
-    np.testing.assert_allclose(scheduled.posterior_.mean, constant.posterior_.mean, rtol=1e-6, atol=1e-7)
+    # In float64: the two compiled programs round differently, and with the line search a
+    # float32 run drifts by a few ulps (3e-7) over 200 steps.
+    constant = BONGClassifier(process_noise=1e-4, dtype="float64", **params).fit(X[:200], y[:200])
+    scheduled = BONGClassifier(process_noise=lambda t: 1e-4, dtype="float64", **params).fit(X[:200], y[:200])
+    np.testing.assert_allclose(scheduled.posterior_.mean, constant.posterior_.mean, rtol=1e-10, atol=1e-12)
 
     clf = BONGClassifier(process_noise=task_switch_noise, **params).fit(X[:200], y[:200])
     restored = pickle.loads(pickle.dumps(clf))

@@ -635,15 +635,8 @@ class _BaseBONG(BaseEstimator):
             self.n_mc_samples,
             self.diag_step,
             dynamics=self._dynamics(),
-            backtrack=self._backtrack(),
+            backtrack=self.backtrack,
         )
-
-    def _backtrack(self) -> bool:
-        """``backtrack`` with "auto" resolved: on for BONG where the family has the cheap
-        quadratic form the line search needs (``skbong.core.make_config``)."""
-        if self.backtrack == "auto":
-            return self.algorithm == "bong" and self.family in ("diag", "diag_mom", "dlr", "slr")
-        return bool(self.backtrack)
 
     def _dynamics(self) -> Dynamics:
         """The static side of the dynamics: schedules, inflation, noise estimate."""

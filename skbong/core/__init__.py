@@ -217,7 +217,7 @@ def filter_posterior(
     diag_step: str = "kalman",
     cov_floor: float = 0.0,
     dynamics: Dynamics | None = None,
-    backtrack: bool = False,
+    backtrack: bool | str = False,
     inflation: float = 0.0,
     obs_noise_rate: float = 0.0,
     batch_size: int = 1,
@@ -264,7 +264,7 @@ def filter_posterior(
         ``diag(p) - p p^T + eps I`` (:class:`Categorical`).
     dynamics : Dynamics, optional
         Decay and process-noise schedules, covariance inflation, online noise estimate.
-    backtrack : bool, default=False
+    backtrack : bool or "auto", default=False
         Backtracking line search on the mean step (see :func:`make_config`).
     inflation : float, default=0.0
         ``alpha`` of the inflation that ``dynamics`` names.

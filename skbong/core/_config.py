@@ -142,7 +142,7 @@ def make_config(
     diag_step: str = "kalman",
     cov_floor: float = 0.0,
     dynamics: Dynamics | None = None,
-    backtrack: bool = False,
+    backtrack: bool | str = False,
 ) -> FilterConfig:
     """Build the frozen config for ``(likelihood, family, algorithm, hessian)``.
 
@@ -171,7 +171,7 @@ def make_config(
     dynamics : Dynamics, optional
         Schedules, covariance inflation, online noise estimate (:class:`Dynamics`); the
         default keeps the constant dynamics of the hyperparameters and nothing else.
-    backtrack : bool
+    backtrack : bool or "auto"
         Backtracking line search on the mean step (not in the seeds; off keeps every update
         exactly as derived there). The BONG LIN-HESS step is one Gauss-Newton step on the step's
         MAP objective ``-sum_b w_b log p(y_b | x_b, theta) + (theta - mu)^T Sigma^{-1}
@@ -184,8 +184,9 @@ def make_config(
         at ``mu``); the covariance update is kept. A step that lowers it is taken in full,
         so conjugate (linear-Gaussian) models are unchanged. Costs a forward pass and
         ``v^T Sigma^{-1} v`` a step, one forward pass per halving when it backtracks. Needs
-        that quadratic form in ``O(P)``: the diagonal and low-rank families only. Off by
-        default here; the estimators' ``backtrack="auto"`` turns it on for BONG.
+        that quadratic form in ``O(P)``: the diagonal and low-rank families only. "auto":
+        on for ``algorithm="bong"`` with one of those families, off otherwise (the
+        estimators' default). Off by default here.
 
     Returns
     -------
@@ -222,6 +223,9 @@ def make_config(
         raise ValueError("An adaptive observation noise (LO-FI Eq. 66) applies to the Gaussian likelihood only.")
     if dynamics.innovation_scale and likelihood != "gaussian":
         raise ValueError("The innovation scale (normalised squared innovations) applies to the Gaussian likelihood only.")
+    if isinstance(backtrack, str):
+        _known(dict.fromkeys(("auto",)), "backtrack", backtrack)
+        backtrack = algorithm == "bong" and hasattr(family_obj, "precision_quadratic")
     if backtrack and not hasattr(family_obj, "precision_quadratic"):
         raise ValueError(
             f"backtrack=True needs the prior precision's quadratic form, which family {family!r} gives "

@@ -99,3 +99,18 @@ def test_conjugate_updates_are_taken_in_full(family, x64):
 def test_full_covariance_refuses_backtracking(family):
     with pytest.raises(ValueError, match="backtrack=True needs"):
         make_config(_linear, "categorical", family, backtrack=True)
+
+
+@pytest.mark.parametrize(
+    "algorithm, family, expected",
+    [("bong", "dlr", True), ("bong", "diag", True), ("bong", "slr", True), ("bong", "fc", False),
+     ("bong", "fc_mom", False), ("blr", "dlr", False), ("bbb", "diag", False)],
+)
+def test_auto_is_on_for_bong_where_the_family_has_the_quadratic_form(algorithm, family, expected):
+    config = make_config(_linear, "categorical", family, rank=2, algorithm=algorithm, backtrack="auto")
+    assert config.backtrack is expected
+
+
+def test_an_unknown_backtrack_string_is_refused():
+    with pytest.raises(ValueError, match="Unknown backtrack 'yes'"):
+        make_config(_linear, "categorical", "dlr", rank=2, backtrack="yes")

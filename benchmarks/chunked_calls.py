@@ -100,7 +100,8 @@ BONG-LIN-HESS, one filter step per row, sigma0 = 0.2, float32; the MNIST stream 
 and 100 rows, each call continuing from the last. The estimator column includes everything a
 `partial_fit` call does (validation, label encoding, the one-step-ahead scoring for the
 health check, the validity check); `filter_posterior` builds its config and converts its
-inputs on every call too. The reference times are the issue's (the paper's code in chunks
+inputs on every call too. Each runs at its defaults: the estimator with its line search
+(`backtrack="auto"`, on for these cells), `filter_posterior` without. The reference times are the issue's (the paper's code in chunks
 of 100 rows on this machine type); target: estimator <= {TARGET}x reference at 100 rows.
 
 {table}

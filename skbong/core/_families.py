@@ -749,6 +749,11 @@ class DiagonalLowRank:
     diagonal = False
 
     def natural_step(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool) -> DLRState:
+        """FC natural-parameter step, then projection to rank ``R``: BONG E.5.1-E.5.4
+        (see :meth:`natural_step_with_move_quadratic`)."""
+        return self.natural_step_with_move_quadratic(state, prior, curv, lr, with_kl)[0]
+
+    def natural_step_with_move_quadratic(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool):
         """FC natural-parameter step, then projection to rank ``R``: BONG E.5.1-E.5.4.
 
         The FC precision update (Eq. 119 for BONG, Eq. 134 for BLR) keeps the form
@@ -762,6 +767,15 @@ class DiagonalLowRank:
         adds the discarded part's diagonal to ``Upsilon`` so that the diagonal of the
         precision is preserved (Eq. 275). ``U`` must be a low-rank factor: MC-HESS has
         none, and the seeds leave that combination undefined (E.5).
+
+        Returns
+        -------
+        state : DLRState
+            The belief after the step.
+        move_quadratic : scalar array or None
+            ``delta^T (Upsilon + W W^T) delta`` for the mean move ``delta`` under the
+            precision of ``state``, from the step's small Gram matrix (the line search's
+            penalty, ``FilterConfig.backtrack``); None with the KL term.
         """
         lr_root = jnp.sqrt(lr).astype(state.mean.dtype)
         if with_kl:
@@ -795,9 +809,17 @@ class DiagonalLowRank:
         kept = w_ext @ vecs[:, : self.rank]
         rest = w_ext @ jnp.concatenate([vecs[:, self.rank :], coef[:, None]], axis=1)
         mean = state.mean + lr * (pull + rest[:, -1] / ups)
+        # Without the KL term the move is delta = lr Upsilon^-1 W~ c (c = coef) and W is the
+        # first R columns of W~, so delta^T (Upsilon + W W^T) delta = lr^2 (c^T H c +
+        # |H[:R] c|^2) with the Gram H = W~^T Upsilon^-1 W~ already at hand: O(K^2), no pass
+        # over W.
+        move_quadratic = None
+        if not with_kl:
+            head = weighted[: state.low_rank.shape[1]] @ coef
+            move_quadratic = lr**2 * (coef @ weighted @ coef + head @ head)
         if self.spherical:  # LO-FI Eqs. 115-116: the discarded directions are dropped
-            return DLRState(mean, ups, kept)
-        return DLRState(mean, ups + jnp.sum(rest[:, :-1] ** 2, axis=1), kept)
+            return DLRState(mean, ups, kept), move_quadratic
+        return DLRState(mean, ups + jnp.sum(rest[:, :-1] ** 2, axis=1), kept), move_quadratic
 
     def plain_step(self, state: DLRState, prior: DLRState, curv: Curvature, lr, with_kl: bool) -> DLRState:
         """Gradient step on ``(mu, Upsilon, W)``: BOG Eqs. 307-309, BBB Eqs. 317-319.

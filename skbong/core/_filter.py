@@ -200,17 +200,19 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
             config.apply_fn, config.likelihood, config.family, current, x, y, weight, hyper.obs_noise, inner_key
         )
 
-    updated = apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
     if config.backtrack:
-        return _backtracked(config, prior, updated, x, y, weight, hyper.obs_noise)
-    return updated
+        updated, move_quadratic = apply_rule(
+            config.rule, config.family, prior, curvature_at, hyper.learning_rate, key, move_quadratic=True
+        )
+        return _backtracked(config, prior, updated, x, y, weight, hyper.obs_noise, move_quadratic)
+    return apply_rule(config.rule, config.family, prior, curvature_at, hyper.learning_rate, key)
 
 
 #: Halvings of the mean step that ``FilterConfig.backtrack`` tries before leaving the mean.
 BACKTRACK_HALVINGS = 8
 
 
-def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise):
+def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, move_quadratic=None):
     """``updated`` with its mean move ``delta`` from ``prior`` cut to ``2^-k delta``, ``k``
     the fewest halvings (at most :data:`BACKTRACK_HALVINGS`, else no move) after which the
     step's MAP objective ``-sum_b w_b log p(y_b | x_b, theta) + (theta - mu)^T Sigma^{-1}
@@ -219,9 +221,12 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise):
     The full step is the common case: it is kept as computed (bit for bit) and costs two
     forward passes, the one at ``mu`` being the estimator's own where XLA merges them. The
     halvings are tried one after another, only when the full step fails, and stop at the
-    first that passes."""
+    first that passes. ``move_quadratic``, where the step gives it, is ``delta^T Sigma^{-1}
+    delta``; else the family computes it (a pass over the low-rank factor for DLR)."""
     delta = updated.mean - prior.mean
-    penalty = 0.5 * config.family.precision_quadratic(prior, delta)
+    if move_quadratic is None:
+        move_quadratic = config.family.precision_quadratic(prior, delta)
+    penalty = 0.5 * move_quadratic
     log_prob = jax.vmap(config.likelihood.log_prob, in_axes=(0, 0, None))
 
     def data_term(mean):

@@ -53,7 +53,9 @@ BBB = UpdateRule("plain", "vi_loss")
 """Gradient steps on the VI loss (Eq. 32; Bayes by backprop)."""
 
 
-def apply_rule(rule: UpdateRule, family, prior, curvature_at: Callable, learning_rate, key: jax.Array):
+def apply_rule(
+    rule: UpdateRule, family, prior, curvature_at: Callable, learning_rate, key: jax.Array, move_quadratic=False
+):
     """Run ``rule`` from ``prior``: ``I`` steps of the family's natural or plain step.
 
     Parameters
@@ -67,18 +69,33 @@ def apply_rule(rule: UpdateRule, family, prior, curvature_at: Callable, learning
         ``alpha``; replaced by 1 when ``rule.unit_step``.
     key : PRNG key
         Inner step ``i`` uses ``fold_in(key, i)``.
+    move_quadratic : bool, default=False
+        Also return ``delta^T Sigma^{-1} delta`` of the mean move ``delta`` under the prior
+        precision where the family's step computes it as a by-product (one natural step
+        without the KL term, ``natural_step_with_move_quadratic``), else None.
 
     Returns
     -------
-    The belief after the update.
+    The belief after the update (and, with ``move_quadratic``, the quadratic or None).
     """
     step = family.natural_step if rule.geometry == "natural" else family.plain_step
     lr = 1.0 if rule.unit_step else learning_rate
+    if (
+        move_quadratic
+        and rule.geometry == "natural"
+        and not rule.with_kl
+        and rule.n_inner_steps == 1
+        and hasattr(family, "natural_step_with_move_quadratic")
+    ):
+        curv = curvature_at(prior, jax.random.fold_in(key, 0))
+        return family.natural_step_with_move_quadratic(prior, prior, curv, lr, False)
 
     def inner(i, state):
         curv = curvature_at(state, jax.random.fold_in(key, i))
         return step(state, prior, curv, lr, rule.with_kl)
 
     if rule.n_inner_steps == 1:
-        return inner(0, prior)
-    return jax.lax.fori_loop(0, rule.n_inner_steps, inner, prior)
+        updated = inner(0, prior)
+    else:
+        updated = jax.lax.fori_loop(0, rule.n_inner_steps, inner, prior)
+    return (updated, None) if move_quadratic else updated

@@ -1,12 +1,14 @@
 """The backtracking line search of the mean step (``make_config(backtrack=True)``) against
 a slow NumPy reference of the step's MAP objective."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from skbong.core import DiagState, DLRState, Hyperparameters, make_config, run_filter
 from skbong.core._filter import BACKTRACK_HALVINGS
+from skbong.core._rules import apply_rule
 
 D, C = 3, 3  # linear softmax / linear regression, P = 9
 
@@ -47,7 +49,37 @@ def test_precision_quadratic_is_the_dense_one(family, x64):
     np.testing.assert_allclose(config.family.precision_quadratic(state, jnp.asarray(v)), expected, rtol=1e-10)
 
 
-@pytest.mark.parametrize("family", ["diag", "dlr"])
+@pytest.mark.parametrize("family", ["dlr", "slr"])
+def test_move_quadratic_of_the_low_rank_step_is_the_dense_one(family, x64):
+    """The line search's penalty that the DLR natural step returns from its small Gram
+    matrix is ``delta^T (Upsilon + W W^T) delta`` of its mean move, formed densely."""
+    rng = np.random.default_rng(3)
+    config = make_config(_linear, "categorical", family, rank=2)
+    state = config.family.init(jnp.asarray(rng.normal(size=D * C)), jnp.asarray(0.7))
+    X, Y = rng.normal(size=(5, D)), np.eye(C)[rng.integers(C, size=5)]
+    state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
+    x, y = jnp.asarray(rng.normal(size=(2, D))), jnp.asarray(np.eye(C)[[0, 2]])
+
+    def curvature_at(current, key):
+        return config.estimator(_linear, config.likelihood, config.family, current, x, y, jnp.ones(2), 1.0, key)
+
+    key = jax.random.PRNGKey(0)
+    updated, quadratic = apply_rule(config.rule, config.family, state, curvature_at, 1.0, key, move_quadratic=True)
+    assert quadratic is not None
+    delta = np.asarray(updated.mean) - np.asarray(state.mean)
+    assert np.linalg.norm(delta) > 1e-3  # the step moves
+    expected = delta @ _dense_precision(config.family, state) @ delta
+    np.testing.assert_allclose(quadratic, expected, rtol=1e-9)
+    # The same step as without the by-product, and none where the rule has the KL term.
+    plain = apply_rule(config.rule, config.family, state, curvature_at, 1.0, key)
+    for got, want in zip(updated, plain):
+        np.testing.assert_array_equal(got, want)
+    blr = make_config(_linear, "categorical", family, rank=2, algorithm="blr")
+    _, none = apply_rule(blr.rule, blr.family, state, curvature_at, 0.5, key, move_quadratic=True)
+    assert none is None
+
+
+@pytest.mark.parametrize("family", ["diag", "dlr", "slr"])
 def test_overshooting_step_is_shortened_as_the_reference(family, x64):
     """A row predicted confidently wrong: the linearised step raises the MAP objective, and
     the backtracked step is the reference's halving of it; the covariance is unchanged."""

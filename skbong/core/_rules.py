@@ -80,15 +80,16 @@ def apply_rule(
     """
     step = family.natural_step if rule.geometry == "natural" else family.plain_step
     lr = 1.0 if rule.unit_step else learning_rate
-    if (
+    # One step from the prior: its move is the whole update's, so the family's by-product
+    # (None where the step has the KL term) is the quadratic asked for.
+    by_product = (
         move_quadratic
         and rule.geometry == "natural"
-        and not rule.with_kl
         and rule.n_inner_steps == 1
         and hasattr(family, "natural_step_with_move_quadratic")
-    ):
-        curv = curvature_at(prior, jax.random.fold_in(key, 0))
-        return family.natural_step_with_move_quadratic(prior, prior, curv, lr, False)
+    )
+    if by_product:
+        step = family.natural_step_with_move_quadratic
 
     def inner(i, state):
         curv = curvature_at(state, jax.random.fold_in(key, i))
@@ -98,4 +99,6 @@ def apply_rule(
         updated = inner(0, prior)
     else:
         updated = jax.lax.fori_loop(0, rule.n_inner_steps, inner, prior)
+    if by_product:
+        return updated
     return (updated, None) if move_quadratic else updated

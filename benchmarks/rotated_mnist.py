@@ -194,9 +194,10 @@ NOTES = """**Reading** (written after the run; the numbers are the tables').
 
 - *The paper's setting (sigma = 30) does not separate the methods.* The angle spans about 30 degrees over the
   stream, and every learner is within 0.3 degrees of the image-blind tracker (6.41): LO-FI 6.13, Adam 6.34, the
-  offline MLP fitted on the whole stream 6.20. At this size and budget (14x14 MNIST 2s, about 410 distinct
-  training images, 2,000 rows) the images tell little about a rotation of 10 degrees (we think a digit's own
-  slant varies as much), so the benchmark measures tracking. skbong's lead over the scikit-learn learners is small (0.2 degrees) but beyond 2 SE.
+  offline MLP fitted on the whole stream 6.20. At this size and budget (14x14 MNIST 2s, about 410 distinct training
+  images, 2,000 rows) the images tell little about a rotation of 10 degrees (we think a digit's own slant varies as
+  much), so the benchmark measures tracking. skbong's lead over the scikit-learn learners is small (0.2 degrees) but
+  beyond 2 SE.
 - *With a wider drift (sigma = 90) reading the image pays, and skbong reproduces the paper:* LO-FI 10.16 against
   Adam 11.52, the linear model 12.00 and the tracker 12.72, within about 1 degree of the offline MLP (9.11) that
   saw all 2,000 rows 200 times. The diagonal family (VD-EKF) is behind LO-FI (11.75). The angle paths of the two
@@ -205,8 +206,8 @@ NOTES = """**Reading** (written after the run; the numbers are the tables').
   the same (10.17 and 6.14). The drift is a covariate shift: the map from image to angle never changes, only which
   angles are shown, so a posterior that keeps all it learnt is right, and process noise would forget the angles
   not seen lately.
-- *Where skbong loses:* time (LO-FI with process noise takes about four times Adam's time for the same rows, three
-  times when static), and the tuning surface of LO-FI is flat in the paper setting: the chosen sigma0 = 1 and
+- *Where skbong loses:* time (LO-FI with process noise takes about three times Adam's time for the same rows, a little
+  over twice when static), and the tuning surface of LO-FI is flat in the paper setting: the chosen sigma0 = 1 and
   obs_noise = 1000 are the largest of the grid but score the same on the validation stream as static LO-FI with
   sigma0 = 0.1, obs_noise = 10 (5.899)."""
 

@@ -530,6 +530,15 @@ def _ms(runs: list[dict], key: str = "ms_per_step") -> tuple[float, float]:
     return _mean_se(values) if values else (math.nan, math.nan)
 
 
+def _warned(runs: list[dict]) -> str:
+    """`` (warned k/S: what)`` when the estimator emitted a ConvergenceWarning in k of the S runs."""
+    warned = [r["warnings"] for r in runs if r["warnings"]]
+    if not warned:
+        return ""
+    what = sorted({w.removeprefix("BONGClassifier is ") for ws in warned for w in ws})
+    return f" (warned {len(warned)}/{len(runs)}: {'; '.join(what)})"
+
+
 def _hyper_text(model: str, method: Method, hp: dict) -> tuple[str, str]:
     sigma0 = hp["sigma0"][(model, prior_source(method))]
     if method.algorithm == "bong":
@@ -548,7 +557,7 @@ def metric_table(model: str, methods, results: dict, hp: dict, settings: Setting
         runs = results[(model, method)]
         mean, se = _ms(runs)
         compile_s = _COMPILE_S.get((model, method))
-        rows.append([method.label, *_hyper_text(model, method, hp),
+        rows.append([method.label + _warned(runs), *_hyper_text(model, method, hp),
                      *(_cell(_values(runs, "acc", t)) for t in ts), *(_cell(_values(runs, "nll", t)) for t in ts),
                      f"{mean:.1f} ± {se:.1f}" if math.isfinite(se) else f"{mean:.1f}",
                      "" if compile_s is None else f"{compile_s:.1f}"])
@@ -803,14 +812,17 @@ def report(models: list[Model], results: dict, hp: dict, settings: Settings, not
         f"BLR and BBB with I = {settings.inner_steps} inner steps (paper: not stated for MNIST), BONG and BOG "
         "one step. Static parameters (no dynamics). Plug-in NLL and accuracy on the test set, mean ± SE "
         "over seeds; 'diverged k/S' = the belief became invalid (non-finite or non-positive precision) in k "
-        "of S seeds.",
+        "of S seeds; 'warned k/S' = the estimator's health check (on the training stream, never the test set) "
+        "emitted a ConvergenceWarning in k of S seeds, and the row is reported as it came out.",
         "",
         f"Hyperparameters (validation split: {settings.tune_steps} rows of seed 0's stream to learn, "
         f"{hp['n_validation']} further rows to score by plug-in NLL at t = {settings.tune_steps}, mean over "
         f"{settings.tune_seeds} run(s) that differ in mu_0, Monte-Carlo draws and the order of the learning rows, "
         "none of them in any final run's test set; BONG-LIN-HESS picks sigma0 per (model, family) from "
         f"{settings.sigma0_grid} and every LIN-HESS row on that family uses it; BONG-MC-EF DLR-10 picks the "
-        f"sigma0 of every MC-EF row from {settings.sigma0_grid_mc}; learning rates are tuned on "
+        f"sigma0 of every MC-EF row from {settings.sigma0_grid_mc} (BONG runs with the estimator's line search on "
+        "its mean step, BLR, BOG and BBB without, so a sigma0 at which BONG is stable need not suit them); "
+        "learning rates are tuned on "
         f"the {hp['lr_model'].upper()} with LIN-HESS and its DLR-10 sigma0 from {grids}, and reused for MC-EF and "
         "for the other model; BBB's rate is a multiple of sigma0^2 because its KL term makes plain steps "
         "unstable above 2 sigma0^2).",

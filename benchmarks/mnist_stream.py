@@ -820,9 +820,7 @@ def report(models: list[Model], results: dict, hp: dict, settings: Settings, not
         f"{settings.tune_seeds} run(s) that differ in mu_0, Monte-Carlo draws and the order of the learning rows, "
         "none of them in any final run's test set; BONG-LIN-HESS picks sigma0 per (model, family) from "
         f"{settings.sigma0_grid} and every LIN-HESS row on that family uses it; BONG-MC-EF DLR-10 picks the "
-        f"sigma0 of every MC-EF row from {settings.sigma0_grid_mc} (BONG runs with the estimator's line search on "
-        "its mean step, BLR, BOG and BBB without, so a sigma0 at which BONG is stable need not suit them); "
-        "learning rates are tuned on "
+        f"sigma0 of every MC-EF row from {settings.sigma0_grid_mc}; learning rates are tuned on "
         f"the {hp['lr_model'].upper()} with LIN-HESS and its DLR-10 sigma0 from {grids}, and reused for MC-EF and "
         "for the other model; BBB's rate is a multiple of sigma0^2 because its KL term makes plain steps "
         "unstable above 2 sigma0^2).",

@@ -169,8 +169,12 @@ _SHARED_PARAMS_DOC = """
         lower it are taken in full, so a step that never overshoots is unchanged. Costs one
         forward pass and one pass over the covariance factor a step. Families "diag",
         "diag_mom", "dlr" and "slr" only (True with "fc" or "fc_mom" is refused). "auto":
-        on where it is measured, ``algorithm="bong"`` with one of those families; off
-        otherwise (the full-covariance families, BLR, BOG, BBB).
+        on for ``algorithm="bong"`` with a linearised ``hessian`` ("lin_hess",
+        "lin_ef"; their move descends the objective at the mean) and one of those
+        families; off otherwise (the
+        full-covariance families, BLR, BOG, BBB, and the Monte-Carlo estimators, whose
+        moves follow gradients averaged over posterior draws and need not descend the
+        objective at the mean: on the paper's MNIST CNN the search stalled BONG-MC-EF).
         ``benchmarks/results/backtrack.md`` measures it.
     sigma0 : float, "auto" or array-like of float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the

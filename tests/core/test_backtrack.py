@@ -134,12 +134,14 @@ def test_full_covariance_refuses_backtracking(family):
 
 
 @pytest.mark.parametrize(
-    "algorithm, family, expected",
-    [("bong", "dlr", True), ("bong", "diag", True), ("bong", "slr", True), ("bong", "fc", False),
-     ("bong", "fc_mom", False), ("blr", "dlr", False), ("bbb", "diag", False)],
+    "algorithm, hessian, family, expected",
+    [("bong", "lin_hess", "dlr", True), ("bong", "lin_hess", "diag", True), ("bong", "lin_ef", "slr", True),
+     ("bong", "lin_hess", "fc", False), ("bong", "lin_hess", "fc_mom", False), ("blr", "lin_hess", "dlr", False),
+     ("bbb", "lin_hess", "diag", False), ("bong", "mc_ef", "dlr", False), ("bong", "mc_hess", "diag", False)],
 )
-def test_auto_is_on_for_bong_where_the_family_has_the_quadratic_form(algorithm, family, expected):
-    config = make_config(_linear, "categorical", family, rank=2, algorithm=algorithm, backtrack="auto")
+def test_auto_is_on_for_linearised_bong_where_the_family_has_the_quadratic_form(algorithm, hessian, family, expected):
+    config = make_config(_linear, "categorical", family, rank=2, algorithm=algorithm, hessian=hessian,
+                         backtrack="auto")
     assert config.backtrack is expected
 
 

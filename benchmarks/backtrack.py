@@ -13,17 +13,21 @@ such a mean move until the objective is no higher than at the prior mean
 * ``mnist_mlp_diag``: the same with ``family="diag"`` (VD-EKF);
 * ``mnist_cnn``: the paper's CNN of ``mnist_stream.py`` passed as ``model=``, DLR-10;
 * ``digits`` and ``digits_raw``: ``load_digits`` with inputs ``X / 16`` and raw (0-16), a
-  shuffle per seed, 1,000 learning rows and 797 test rows (as ``auto_sigma0.py``).
+  shuffle per seed, 1,000 learning rows and 797 test rows (as ``auto_sigma0.py``);
+* ``mnist_mlp_mc_ef`` and ``mnist_cnn_mc_ef``: the MLP and the CNN with BONG-MC-EF (M = 10
+  draws, as ``mnist_stream.py``), where the estimators' default leaves the line search off
+  (``backtrack="auto"``); run apart, ``--datasets mnist_mlp_mc_ef,mnist_cnn_mc_ef --sigma0s
+  0.03,0.1,0.3 --name backtrack_mc`` (``mnist_stream.py``'s MC-EF grid).
 
-Each at sigma0 in ``SIGMA0S``, seeds 0-4, with and without backtracking; the same seed gives
+Each at sigma0 in ``SIGMA0S`` (or ``--sigma0s``), seeds 0-4, with and without backtracking; the same seed gives
 both the same initial weights and data. Reported: test log-loss and accuracy (mean ± SE over
 seeds; a fit that raised counts as failed), the paired difference, and the wall time of a fit
 with backtracking over one without (median over seeds, after a warm-up fit compiled both).
 
-Writes ``results/backtrack.{md,json}``.
+Writes ``results/backtrack.{md,json}`` (or ``--name``).
 
     python benchmarks/backtrack.py [--seeds 5] [--datasets mnist_mlp,mnist_mlp_diag,mnist_cnn,digits,digits_raw]
-        [--from-json]
+        [--sigma0s 0.1,0.3,1] [--name backtrack] [--from-json]
 """
 
 from __future__ import annotations
@@ -50,10 +54,12 @@ def _data(name: str, seed: int):
     if name.startswith("mnist"):
         X, y, X_test, y_test = mnist_stream(seed)
         options = {"shuffle": False}
-        if name == "mnist_cnn":
+        if name.startswith("mnist_cnn"):
             options["model"] = build_model("cnn").build(seed)
         if name == "mnist_mlp_diag":
             options["family"] = "diag"
+        if name.endswith("_mc_ef"):
+            options.update(hessian="mc_ef", n_mc_samples=10)
         return X[:N_MNIST], y[:N_MNIST], X_test, y_test, options
     X, y = load_digits(return_X_y=True)
     X = X / 16 if name == "digits" else X
@@ -69,13 +75,13 @@ def _fit_score(X, y, X_test, y_test, sigma0, **params) -> dict:
     return {"nll": nll, "acc": acc, "seconds": seconds, "status": "warned" if warned else ""}
 
 
-def run(datasets, n_seeds: int) -> dict:
+def run(datasets, n_seeds: int, sigma0s=SIGMA0S) -> dict:
     results = {}
     for name in datasets:
         X, y, X_test, y_test, options = _data(name, 0)
         for backtrack in (False, True):  # warm-up: compile both programs
             _fit_score(X[:200], y[:200], X_test, y_test, sigma0=0.3, backtrack=backtrack, random_state=0, **options)
-        for sigma0 in SIGMA0S:
+        for sigma0 in sigma0s:
             for seed in range(n_seeds):
                 X, y, X_test, y_test, options = _data(name, seed)
                 pair = {
@@ -133,15 +139,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--datasets", default=",".join(DATASETS))
-    parser.add_argument("--from-json", action="store_true", help="re-render results/backtrack.json without fitting")
+    parser.add_argument("--sigma0s", default=",".join(map(str, SIGMA0S)))
+    parser.add_argument("--name", default="backtrack", help="results/NAME.{md,json}")
+    parser.add_argument("--from-json", action="store_true", help="re-render results/NAME.json without fitting")
     args = parser.parse_args()
-    json_path = RESULTS / "backtrack.json"
+    json_path = RESULTS / f"{args.name}.json"
     if args.from_json:
         results = json.loads(json_path.read_text())
     else:
-        results = run(args.datasets.split(","), args.seeds)
+        results = run(args.datasets.split(","), args.seeds, [float(s) for s in args.sigma0s.split(",")])
         json_path.write_text(json.dumps(results, indent=1, default=float))
-    path = write("backtrack", "Backtracking the mean step: test log-loss with and without", report(results))
+    path = write(args.name, "Backtracking the mean step: test log-loss with and without", report(results))
     print(f"wrote {path}")
 
 

@@ -149,7 +149,8 @@ def main():
     else:
         results = run(args.datasets.split(","), args.seeds, [float(s) for s in args.sigma0s.split(",")])
         json_path.write_text(json.dumps(results, indent=1, default=float))
-    path = write(args.name, "Backtracking the mean step: test log-loss with and without", report(results))
+    title = "Backtracking the mean step: test log-loss with and without"
+    path = write(args.name, title + ("" if args.name == "backtrack" else f" ({args.name})"), report(results))
     print(f"wrote {path}")
 
 

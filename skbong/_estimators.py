@@ -161,21 +161,20 @@ _SHARED_PARAMS_DOC = """
         whose mean step uses the projected covariance and overshoots once ``sigma0^2
         ||J||^2`` exceeds the observation noise. ``docs/methods.rst`` compares them.
     backtrack : bool or "auto", default="auto"
-        Backtracking line search on each step's mean move (not in the seeds). The
-        linearised step is one Gauss-Newton step on the step's MAP objective (minus the
-        log-likelihood of its rows plus the prior's quadratic penalty); for a row predicted
-        confidently wrong it can overshoot and raise that objective. With True such a move
-        is halved until the objective is no higher than at the prior mean; moves that
-        lower it are taken in full, so a step that never overshoots is unchanged. Costs one
-        forward pass and one pass over the covariance factor a step. Families "diag",
-        "diag_mom", "dlr" and "slr" only (True with "fc" or "fc_mom" is refused). "auto":
-        on for ``algorithm="bong"`` with a linearised ``hessian`` ("lin_hess",
-        "lin_ef"; their move descends the objective at the mean) and one of those
-        families; off otherwise (the
-        full-covariance families, BLR, BOG, BBB, and the Monte-Carlo estimators, whose
-        moves follow gradients averaged over posterior draws and need not descend the
-        objective at the mean: on the paper's MNIST CNN the search stalled BONG-MC-EF).
-        ``benchmarks/results/backtrack.md`` measures it.
+        Backtracking line search on each step's mean move (not in the seeds). The linearised
+        step is one Gauss-Newton step on the step's MAP objective (minus the log-likelihood
+        of its rows plus the prior's quadratic penalty); for a row predicted confidently
+        wrong it can overshoot and raise that objective. With True such a move is halved
+        until the objective is no higher than at the prior mean; moves that lower it are
+        taken in full, so a step that never overshoots is unchanged. Costs one forward pass
+        a step, and one more per halving. Families "diag", "diag_mom", "dlr" and "slr" only
+        (True with "fc" or "fc_mom" is refused). "auto": on for ``algorithm="bong"`` with a
+        linearised ``hessian`` ("lin_hess", "lin_ef"; their move descends the objective at
+        the mean) and one of those families; off otherwise (the full-covariance families,
+        BLR, BOG, BBB, and the Monte-Carlo estimators, whose moves follow gradients averaged
+        over posterior draws and need not descend the objective at the mean: on the paper's
+        MNIST CNN the search stalled BONG-MC-EF). ``benchmarks/results/backtrack.md``
+        measures it, ``backtrack_mc.md`` with MC-EF.
     sigma0 : float, "auto" or array-like of float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never

@@ -210,7 +210,8 @@ def make_config(
         raise ValueError(f"{algorithm}-{hessian}-{family} is not available: {reason}.")
     if rule.with_kl:
         rule = dataclasses.replace(rule, n_inner_steps=int(n_inner_steps))
-    estimator = estimator_cls(int(n_mc_samples)) if estimator_cls in (MonteCarloEF, MonteCarloHessian) else estimator_cls()
+    monte_carlo = estimator_cls in (MonteCarloEF, MonteCarloHessian)
+    estimator = estimator_cls(int(n_mc_samples)) if monte_carlo else estimator_cls()
     family_obj = {
         "fc": FullCovariance(),
         "fc_mom": FullCovarianceMoment(),
@@ -229,8 +230,7 @@ def make_config(
         raise ValueError("The innovation scale (normalised squared innovations) applies to the Gaussian likelihood only.")
     if isinstance(backtrack, str):
         _known(dict.fromkeys(("auto",)), "backtrack", backtrack)
-        backtrack = (algorithm == "bong" and hessian in ("lin_hess", "lin_ef")
-                     and hasattr(family_obj, "precision_quadratic"))
+        backtrack = algorithm == "bong" and not monte_carlo and hasattr(family_obj, "precision_quadratic")
     if backtrack and not hasattr(family_obj, "precision_quadratic"):
         raise ValueError(
             f"backtrack=True needs the prior precision's quadratic form, which family {family!r} gives "

@@ -21,7 +21,8 @@ from skbong._health import (
     new_health,
     update_health,
 )
-from skbong.core import MLPSpec
+from skbong.core import MLPSpec, make_config
+from skbong.core._filter import prior_output_spread
 
 from networks import FeatureConv
 
@@ -226,6 +227,16 @@ def _prior_output_std(clf, X):
         jnp.asarray(X[:PRIOR_CHECK_ROWS], jnp.float32)
     )
     return clf.sigma0 * float(np.sqrt(np.mean(np.sum(np.asarray(jac, np.float64) ** 2, axis=2))))
+
+
+def test_prior_output_spread_matches_dense_jacobians(digits):
+    # The check computes one row's Jacobian at a time; the reference stacks them all.
+    X, y = digits
+    clf = BONGClassifier(hidden_layer_sizes=(16, 8), sigma0=0.7, random_state=0).fit(X[:50] / 16, y[:50])
+    config = make_config(clf._spec.apply, "categorical")
+    rows = np.asarray(X[:PRIOR_CHECK_ROWS] / 16, np.float32)
+    spread = prior_output_spread(config, jnp.asarray(clf._prior_mean), clf.sigma0, rows)
+    np.testing.assert_allclose(spread, _prior_output_std(clf, X / 16), rtol=1e-5)
 
 
 def test_a_prior_too_wide_for_the_family_warns(digits):

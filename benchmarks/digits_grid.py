@@ -117,7 +117,10 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
     X = np.asarray(X_train[:n_rows], np.float32)
     Y = np.eye(10, dtype=np.float32)[y_train[:n_rows]]
     spec = MLPSpec(X.shape[1], (hidden,), 10, "relu")
-    config = make_config(spec.apply, "categorical", family, 10, algorithm, hessian, protocol["n_inner"][algorithm])
+    # backtrack="auto" as the estimator's final fit has it: the line search where it is on.
+    config = make_config(
+        spec.apply, "categorical", family, 10, algorithm, hessian, protocol["n_inner"][algorithm], backtrack="auto"
+    )
     # The seed the estimator draws from random_state for its initial weights and PRNG key.
     seed = int(check_random_state(RANDOM_STATE).randint(np.iinfo(np.int32).max))
     states = init_sweep(config.family, spec.init_params(seed).astype(np.float32), sigma0)

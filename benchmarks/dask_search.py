@@ -56,7 +56,7 @@ def _sweep_scores(X, y):
     """Mean held-out accuracy of each prior scale: one ``run_sweep`` per fold."""
     X = X.astype(np.float32)
     spec = MLPSpec(X.shape[1], (50,), 10, "relu")
-    config = make_config(spec.apply, "categorical", "dlr", 10)
+    config = make_config(spec.apply, "categorical", "dlr", 10, backtrack="auto")  # as the estimator
     seed = int(check_random_state(0).randint(np.iinfo(np.int32).max))  # as the estimator draws it
     mean0 = spec.init_params(seed).astype(np.float32)
     scores = []

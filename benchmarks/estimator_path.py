@@ -47,7 +47,8 @@ def main():
         assert name != "cnn" or model.n_params == CNN_N_PARAMS
         for family in ("dlr", "diag"):
             sigma0 = SIGMA0[(name, family)]
-            config = make_config(model.apply, "categorical", family=family, rank=10)
+            # backtrack="auto": the estimator's default, so that both paths run the same update.
+            config = make_config(model.apply, "categorical", family=family, rank=10, backtrack="auto")
             state = config.family.init(jnp.asarray(model.init_mean(0)), jnp.float32(sigma0))
             hyper = Hyperparameters(obs_noise=1.0, dynamics_decay=1.0, process_noise=0.0, learning_rate=1.0)
             clf = BONGClassifier(model=model.build(0), family=family, rank=10, sigma0=sigma0, random_state=0)

@@ -62,7 +62,7 @@ from .core import (
     run_sweep,
     sample_posterior,
 )
-from .core._filter import CPU_RUN_ONCE_OPTIONS, _jit
+from .core._filter import CPU_RUN_ONCE_OPTIONS, _jit, default_key
 
 __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
 
@@ -285,6 +285,13 @@ def _stream_keys(seed: jax.Array) -> tuple[jax.Array, jax.Array]:
 def _seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
     """:func:`_stream_keys` of a fitted seed, kept: every one-row call needs them."""
     return _stream_keys(np.int32(seed))
+
+
+def _stream_key(seed: int, stream: int, draws: bool):
+    """The key of a fitted seed's ``stream`` (0: the filter's draws, 1: the predictions')
+    for a program that draws from it; for one that draws nothing (a deterministic estimator
+    or predictive), ``default_key``'s placeholder, which compiles nothing."""
+    return _seed_keys(seed)[stream] if draws else default_key(False)
 
 
 def _x64_scope(dtype: str):
@@ -780,7 +787,7 @@ class _BaseBONG(BaseEstimator):
                 state = jax.tree_util.tree_map(_on_device, running)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
-            key = _seed_keys(seed)[0]
+            key = _stream_key(seed, 0, config.estimator.stochastic)
             adaptive = config.dynamics.adaptive_obs_noise
             calibrated = config.dynamics.innovation_scale
             # Sums of the normalised squared innovations of this call, per member and output.
@@ -826,7 +833,7 @@ class _BaseBONG(BaseEstimator):
                 ws = sample_weight if order is None or sample_weight is None else sample_weight[order]
                 if grid is None:
                     out = run_filter(
-                        config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed),
+                        config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed, record),
                         sample_weight=ws, callback=progress, latent_prior=latent, return_valid=True,
                     )
                     state, log_prob, prediction = out[:3]
@@ -1044,7 +1051,7 @@ class _BaseBONG(BaseEstimator):
             active = np.isfinite(progress.evidence)
             out = run_sweep(
                 config, state, X[rows], Y[rows], hyper, self.batch_size, key, n_seen + start, record,
-                self._predict_key(seed), sample_weight=None if sample_weight is None else sample_weight[rows],
+                self._predict_key(seed, record), sample_weight=None if sample_weight is None else sample_weight[rows],
                 callback=partial(progress, offset=start), latent_prior=latent, return_valid=True,
                 active=active,  # always a mask: one compiled program before and after a scale drops out
             )
@@ -1091,21 +1098,17 @@ class _BaseBONG(BaseEstimator):
         return advice
 
     @staticmethod
-    def _predict_key(seed: int) -> jax.Array:
-        return _seed_keys(seed)[1]
+    def _predict_key(seed: int, predictive) -> jax.Array:
+        return _stream_key(seed, 1, predictive.stochastic)
 
     def _predict_distribution(self, X):
         """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""
         X = self._prediction_inputs(X)
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
+            predictive = self._predictive(config)
             out = predict_distribution(
-                config,
-                self._predictive(config),
-                self._posterior(),
-                X,
-                self._obs_noise(),
-                self._predict_key(self._seed),
+                config, predictive, self._posterior(), X, self._obs_noise(), self._predict_key(self._seed, predictive)
             )
         return type(out)(*(a.astype(np.float64) for a in out))
 

@@ -1,14 +1,19 @@
-"""Compiled code is shared by structure and never rebuilt for hyperparameters or batch lengths."""
+"""Compiled code is shared by structure and never rebuilt for hyperparameters or batch
+lengths; XLA options that a jaxlib refuses fall back to its defaults."""
 
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_digits
 
 from skbong import BONGClassifier, BONGRegressor
-from skbong.core import trace_count
+from skbong.core import Hyperparameters, MLPSpec, PluginPredictive, make_config, make_predictive, run_filter, trace_count
+from skbong.core._filter import _REFUSED_OPTIONS, _refuses_options, jit_with_options
 
 
 def _digits(n):
@@ -86,3 +91,52 @@ def test_import_defers_flax_until_a_network_is_built():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert 0.0 <= float(result.stdout.strip().splitlines()[-1]) <= 1.0
+
+
+def test_refused_compiler_options_fall_back_to_xla_defaults():
+    """A jaxlib that does not know an option (XLA's change between versions) refuses the
+    compilation; the program then compiles with XLA's defaults, and the refusal is kept."""
+    options = {"xla_cpu_no_such_option_in_any_jaxlib": True}
+    with pytest.raises(jax.errors.JaxRuntimeError) as refused:
+        jax.jit(lambda x: x + 1, compiler_options=options)(1.0)
+    assert _refuses_options(refused.value)
+    double_plus_one = jit_with_options(lambda x: 2 * x + 1, options)
+    np.testing.assert_array_equal(double_plus_one(jnp.arange(3.0)), [1.0, 3.0, 5.0])
+    np.testing.assert_array_equal(double_plus_one(jnp.arange(2.0)), [1.0, 3.0])
+    if jax.default_backend() == "cpu":  # options apply to CPU programs only
+        assert tuple(options.items()) in _REFUSED_OPTIONS
+
+
+@pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef"])
+def test_deterministic_filters_ignore_their_key(hessian):
+    """Without a key, a filter whose estimator and record draw nothing gets a placeholder
+    (no compilation of ``PRNGKey``): its result must not depend on any key."""
+    rng = np.random.default_rng(0)
+    spec = MLPSpec(4, (5,), 3, "tanh")
+    X, Y = rng.normal(size=(20, 4)), np.eye(3)[rng.integers(3, size=20)]
+    config = make_config(spec.apply, "categorical", "dlr", 2, "bong", hessian)
+    state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(0.3))
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    runs = [
+        run_filter(config, state, X, Y, hyper, key=key, record=PluginPredictive(), record_key=key)
+        for key in (None, jax.random.PRNGKey(0), jax.random.PRNGKey(12345))
+    ]
+    for run in runs[1:]:
+        for a, b in zip(jax.tree_util.tree_leaves(run), jax.tree_util.tree_leaves(runs[0])):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_stochastic_filters_default_to_prng_key_zero():
+    rng = np.random.default_rng(0)
+    spec = MLPSpec(4, (5,), 3, "tanh")
+    X, Y = rng.normal(size=(20, 4)), np.eye(3)[rng.integers(3, size=20)]
+    config = make_config(spec.apply, "categorical", "diag", algorithm="bong", hessian="mc_ef", n_mc_samples=3)
+    state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(0.3))
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    record = make_predictive("mc", "categorical", 5)
+    default = run_filter(config, state, X, Y, hyper, record=record)
+    zero = run_filter(config, state, X, Y, hyper, key=jax.random.PRNGKey(0), record=record, record_key=jax.random.PRNGKey(0))
+    other = run_filter(config, state, X, Y, hyper, key=jax.random.PRNGKey(1), record=record, record_key=jax.random.PRNGKey(1))
+    for a, b in zip(jax.tree_util.tree_leaves(default), jax.tree_util.tree_leaves(zero)):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(other[0].mean, default[0].mean)

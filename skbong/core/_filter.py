@@ -14,7 +14,7 @@ compiled code.
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache, partial, wraps
+from functools import partial, wraps
 from typing import NamedTuple
 
 import jax
@@ -81,48 +81,79 @@ CPU_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion
 CPU_INIT_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
 
-@lru_cache(maxsize=None)
-def _cpu_accepts(cpu_options: tuple[tuple, ...]) -> bool:
-    """Whether this jaxlib's CPU compiler accepts ``cpu_options`` (one tiny compilation)."""
-    try:
-        jax.jit(lambda x: x + 1, compiler_options=dict(cpu_options)).lower(1.0).compile()
-    except Exception:  # an option this jaxlib does not know
-        return False
-    return True
+#: Option sets this jaxlib's compiler refused (an option it does not know, or a value it does
+#: not accept): their programs compile with XLA's defaults instead.
+_REFUSED_OPTIONS: set = set()
 
 
-@lru_cache(maxsize=None)
 def _compiler_options(backend: str, cpu_options: tuple[tuple, ...]) -> tuple[tuple, ...]:
-    """``cpu_options`` on a CPU backend whose jaxlib accepts them, else none (XLA's defaults).
-
-    Every option set is probed at once: each probe is a compilation of ~20 ms in a first
-    fit. Only if the union is refused are the sets probed one by one."""
-    if backend != "cpu":
+    """``cpu_options`` on a CPU backend, unless this jaxlib refused them before; else none
+    (XLA's defaults)."""
+    if backend != "cpu" or cpu_options in _REFUSED_OPTIONS:
         return ()
-    every_option = {**CPU_COMPILER_OPTIONS, **CPU_INIT_OPTIONS, **CPU_RUN_ONCE_OPTIONS}
-    if _cpu_accepts(tuple(every_option.items())) or _cpu_accepts(cpu_options):
-        return cpu_options
-    return ()
+    return cpu_options
+
+
+def _refuses_options(error: Exception) -> bool:
+    """Whether ``error`` is XLA refusing a compile option (a jaxlib without it, or with
+    other values for it), not a failure of the program."""
+    message = str(error)
+    return "INVALID_ARGUMENT" in message and ("No such compile option" in message or "While setting option" in message)
+
+
+def jit_with_options(fun, cpu_options: dict, **jit_kwargs):
+    """``jax.jit(fun, **jit_kwargs)`` compiled with ``cpu_options`` on a CPU backend.
+
+    Options are chosen at the first call (not at import, which must not start a JAX
+    backend). A jaxlib that refuses them (XLA's options change between versions) costs one
+    failed compilation, after which the option set is remembered as refused and the program
+    compiles with XLA's defaults; trying them costs nothing where they are accepted, unlike
+    a probe compilation before the first fit."""
+    compiled = {}
+    requested = tuple(cpu_options.items())
+
+    @wraps(fun)
+    def call(*args, **kwargs):
+        options = _compiler_options(jax.default_backend(), requested)
+        if options not in compiled:
+            compiled[options] = jax.jit(fun, compiler_options=dict(options), **jit_kwargs)
+        try:
+            return compiled[options](*args, **kwargs)
+        except jax.errors.JaxRuntimeError as error:
+            if not options or not _refuses_options(error):
+                raise
+            _REFUSED_OPTIONS.add(requested)
+            return call(*args, **kwargs)
+
+    return call
 
 
 def _jit(static_argnames, cpu_options: dict = CPU_COMPILER_OPTIONS):
-    """``jax.jit`` with the backend's compiler options, chosen at the first call (not at
-    import, which must not start a JAX backend), traced and run at ``MATMUL_PRECISION``."""
+    """:func:`jit_with_options` with ``cpu_options``, traced and run at ``MATMUL_PRECISION``."""
 
     def decorate(fun):
-        compiled = {}
+        compiled = jit_with_options(fun, cpu_options, static_argnames=static_argnames)
 
         @wraps(fun)
         def call(*args, **kwargs):
-            options = _compiler_options(jax.default_backend(), tuple(cpu_options.items()))
-            if options not in compiled:
-                compiled[options] = jax.jit(fun, static_argnames=static_argnames, compiler_options=dict(options))
             with jax.default_matmul_precision(MATMUL_PRECISION):
-                return compiled[options](*args, **kwargs)
+                return compiled(*args, **kwargs)
 
         return call
 
     return decorate
+
+
+def default_key(stochastic: bool):
+    """The key a compiled program gets when its caller gives none: ``PRNGKey(0)`` for a
+    program that may draw (a stochastic estimator or predictive, or one that does not say
+    with a ``stochastic`` attribute), else zeros of the default
+    PRNG's key shape, which nothing reads. The zeros cost no compilation; ``PRNGKey``
+    compiles a program of its own the first time it runs."""
+    if stochastic:
+        return jax.random.PRNGKey(0)
+    shape = jax.eval_shape(jax.random.PRNGKey, 0)
+    return np.zeros(shape.shape, shape.dtype)
 
 
 _TRACES: Counter = Counter()
@@ -613,7 +644,7 @@ def run_filter(
         Last, only with ``return_valid``.
     """
     if key is None:
-        key = jax.random.PRNGKey(0)
+        key = default_key(getattr(config.estimator, "stochastic", True))
     dtype = state.mean.dtype
     # Same dtype and weak-type status on every call, so Python floats never retrace; numpy
     # converts them without compiling a conversion per dtype.
@@ -707,10 +738,12 @@ def run_sweep(
     dtype = states.mean.dtype
     n_members = states.mean.shape[0]
     if keys is None:
-        keys = jax.random.PRNGKey(0)
-    keys = jnp.asarray(keys)
+        keys = default_key(getattr(config.estimator, "stochastic", True))
+    # numpy keys stay numpy: broadcasting them compiles nothing.
+    xp = jnp if isinstance(keys, jax.Array) else np
+    keys = xp.asarray(keys)
     if keys.ndim == 1:
-        keys = jnp.broadcast_to(keys, (n_members, *keys.shape))
+        keys = xp.broadcast_to(keys, (n_members, *keys.shape))
     if keys.shape[0] != n_members:
         raise ValueError(f"keys must hold one key per member ({n_members}), got shape {keys.shape}.")
     hypers = Hyperparameters(*(_as_hyper(h, dtype) for h in hypers))
@@ -832,7 +865,7 @@ def _run_chunks(
     innovation_sum = 0.0 if config.dynamics.innovation_scale else None
     weights = _row_weights(weights, X.shape[0], dtype)
     if record_key is None:
-        record_key = jax.random.PRNGKey(0)
+        record_key = default_key(record is not None and getattr(record, "stochastic", True))
     static_belief = _is_static(config, hyper)
     n_steps = -(-X.shape[0] // batch_size)
     records = []
@@ -963,7 +996,7 @@ def predict_distribution(
     X = np.asarray(X)
     dtype = state.mean.dtype
     if key is None:
-        key = jax.random.PRNGKey(0)
+        key = default_key(getattr(predictive, "stochastic", True))
     obs_noise = _as_hyper(obs_noise, dtype)
     outs = []
     for block, n_rows in _padded_blocks(X, dtype, block_rows):

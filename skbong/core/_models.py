@@ -13,7 +13,7 @@ from flax import nnx
 
 from ._activations import ACTIVATIONS
 from ._curvature import DenseLayer, DenseNetwork
-from ._filter import CPU_INIT_OPTIONS, _compiler_options
+from ._filter import CPU_INIT_OPTIONS, jit_with_options
 
 __all__ = [
     "ACTIVATIONS",
@@ -145,15 +145,15 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
 
 
 @lru_cache(maxsize=64)
-def _compiled_initialiser(factory: Callable, args: tuple, backend: str) -> Callable:
+def _compiled_initialiser(factory: Callable, args: tuple) -> Callable:
     """``seed -> state`` of ``factory(*args, rngs=nnx.Rngs(seed))``, compiled once per
-    ``(factory, args)`` and backend."""
+    ``(factory, args)`` (and backend, by ``jax.jit``)."""
 
     def initialise(seed):
         # nnx.Rngs(seed) makes jax.random.key(seed) of a Python int; a traced seed needs the key.
         return nnx.state(factory(*args, rngs=nnx.Rngs(jax.random.key(seed))))
 
-    return jax.jit(initialise, compiler_options=dict(_compiler_options(backend, tuple(CPU_INIT_OPTIONS.items()))))
+    return jit_with_options(initialise, CPU_INIT_OPTIONS)
 
 
 def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
@@ -170,7 +170,7 @@ def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
     hashed, or that does not return a module, runs eagerly.
     """
     try:
-        initialiser = _compiled_initialiser(factory, args, jax.default_backend())
+        initialiser = _compiled_initialiser(factory, args)
         abstract = nnx.eval_shape(lambda: factory(*args, rngs=nnx.Rngs(0)))
     except Exception:  # unhashable, or not a module builder: build eagerly, so that the
         # caller sees what the factory itself does and returns

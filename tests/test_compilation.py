@@ -13,7 +13,7 @@ from sklearn.datasets import load_digits
 
 from skbong import BONGClassifier, BONGRegressor
 from skbong.core import Hyperparameters, MLPSpec, PluginPredictive, make_config, make_predictive, run_filter, trace_count
-from skbong.core._filter import _REFUSED_OPTIONS, _refuses_options, jit_with_options
+from skbong.core._filter import _REFUSED_OPTIONS, _refuses_options, default_key, jit_with_options
 
 
 def _digits(n):
@@ -124,6 +124,20 @@ def test_deterministic_filters_ignore_their_key(hessian):
     for run in runs[1:]:
         for a, b in zip(jax.tree_util.tree_leaves(run), jax.tree_util.tree_leaves(runs[0])):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("prng_impl", ["threefry2x32", "rbg"])
+def test_a_deterministic_filter_runs_under_any_default_prng(prng_impl):
+    """The placeholder key has the default PRNG's key shape, whichever PRNG that is."""
+    rng = np.random.default_rng(0)
+    spec = MLPSpec(4, (5,), 3, "tanh")
+    X, Y = rng.normal(size=(9, 4)), np.eye(3)[rng.integers(3, size=9)]
+    config = make_config(spec.apply, "categorical", "diag")
+    state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(0.3))
+    with jax.default_prng_impl(prng_impl):
+        assert default_key(False).shape == jax.random.PRNGKey(0).shape
+        state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
+    assert np.all(np.isfinite(state.mean))
 
 
 def test_stochastic_filters_default_to_prng_key_zero():

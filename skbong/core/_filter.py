@@ -14,7 +14,7 @@ compiled code.
 from __future__ import annotations
 
 from collections import Counter
-from functools import partial, wraps
+from functools import lru_cache, partial, wraps
 from typing import NamedTuple
 
 import jax
@@ -147,13 +147,23 @@ def _jit(static_argnames, cpu_options: dict = CPU_COMPILER_OPTIONS):
 def default_key(stochastic: bool):
     """The key a compiled program gets when its caller gives none: ``PRNGKey(0)`` for a
     program that may draw (a stochastic estimator or predictive, or one that does not say
-    with a ``stochastic`` attribute), else zeros of the default
-    PRNG's key shape, which nothing reads. The zeros cost no compilation; ``PRNGKey``
-    compiles a program of its own the first time it runs."""
+    with a ``stochastic`` attribute), else zeros of the default PRNG's key shape, which
+    nothing reads. The zeros cost no compilation; ``PRNGKey`` compiles a program of its own
+    the first time it runs."""
     if stochastic:
         return jax.random.PRNGKey(0)
-    shape = jax.eval_shape(jax.random.PRNGKey, 0)
-    return np.zeros(shape.shape, shape.dtype)
+    return _placeholder_key(jax.config.jax_default_prng_impl)
+
+
+@lru_cache(maxsize=None)
+def _placeholder_key(prng_impl: str) -> np.ndarray:
+    """Zeros of the shape and dtype of ``PRNGKey`` under ``prng_impl``, read-only (made
+    once: finding the shape traces ``PRNGKey``, which a one-row call must not pay)."""
+    # A function of its own: eval_shape caches by function, not by the PRNG in force.
+    shape = jax.eval_shape(lambda: jax.random.PRNGKey(0))
+    key = np.zeros(shape.shape, shape.dtype)
+    key.setflags(write=False)
+    return key
 
 
 _TRACES: Counter = Counter()

@@ -276,21 +276,21 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
 
     at_prior = data_term(prior.mean)
 
-    def shortened(_):
-        def too_high(carry):
-            halvings, step = carry
-            objective = step**2 * penalty + data_term(prior.mean + step * delta)
-            return (halvings <= BACKTRACK_HALVINGS) & ~(objective <= at_prior)
+    def candidate(halvings, step):
+        # The full step (no halving) is the update's own mean, bit for bit.
+        return jnp.where(halvings == 0, updated.mean, prior.mean + step * delta)
 
-        def halve(carry):
-            halvings, step = carry
-            return halvings + 1, 0.5 * step
+    def too_high(carry):
+        halvings, step = carry
+        objective = step**2 * penalty + data_term(candidate(halvings, step))
+        return (halvings <= BACKTRACK_HALVINGS) & ~(objective <= at_prior)
 
-        halvings, step = jax.lax.while_loop(too_high, halve, (jnp.ones((), jnp.int32), 0.5 * jnp.ones((), delta.dtype)))
-        return jnp.where(halvings <= BACKTRACK_HALVINGS, prior.mean + step * delta, prior.mean)
+    def halve(carry):
+        halvings, step = carry
+        return halvings + 1, 0.5 * step
 
-    full_step_ok = penalty + data_term(updated.mean) <= at_prior
-    return updated._replace(mean=jax.lax.cond(full_step_ok, lambda _: updated.mean, shortened, None))
+    halvings, step = jax.lax.while_loop(too_high, halve, (jnp.zeros((), jnp.int32), jnp.ones((), delta.dtype)))
+    return updated._replace(mean=jnp.where(halvings <= BACKTRACK_HALVINGS, candidate(halvings, step), prior.mean))
 
 
 def _scan_stream(

@@ -283,7 +283,7 @@ def _stream_keys(seed: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 @lru_cache(maxsize=256)
 def _seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
-    """:func:`_stream_keys` of a fitted seed, kept: every one-row call needs them."""
+    """:func:`_stream_keys` of a fitted seed, kept: every one-row call that draws needs them."""
     return _stream_keys(np.int32(seed))
 
 

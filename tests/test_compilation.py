@@ -107,13 +107,17 @@ def test_refused_compiler_options_fall_back_to_xla_defaults():
         assert tuple(options.items()) in _REFUSED_OPTIONS
 
 
+def _small_stream(n_rows):
+    """An MLP 4-5-3 and ``n_rows`` rows of inputs and one-hot targets for it."""
+    rng = np.random.default_rng(0)
+    return MLPSpec(4, (5,), 3, "tanh"), rng.normal(size=(n_rows, 4)), np.eye(3)[rng.integers(3, size=n_rows)]
+
+
 @pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef"])
 def test_deterministic_filters_ignore_their_key(hessian):
     """Without a key, a filter whose estimator and record draw nothing gets a placeholder
     (no compilation of ``PRNGKey``): its result must not depend on any key."""
-    rng = np.random.default_rng(0)
-    spec = MLPSpec(4, (5,), 3, "tanh")
-    X, Y = rng.normal(size=(20, 4)), np.eye(3)[rng.integers(3, size=20)]
+    spec, X, Y = _small_stream(20)
     config = make_config(spec.apply, "categorical", "dlr", 2, "bong", hessian)
     state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(0.3))
     hyper = Hyperparameters(1.0, 1.0, 0.0)
@@ -129,9 +133,7 @@ def test_deterministic_filters_ignore_their_key(hessian):
 @pytest.mark.parametrize("prng_impl", ["threefry2x32", "rbg"])
 def test_a_deterministic_filter_runs_under_any_default_prng(prng_impl):
     """The placeholder key has the default PRNG's key shape, whichever PRNG that is."""
-    rng = np.random.default_rng(0)
-    spec = MLPSpec(4, (5,), 3, "tanh")
-    X, Y = rng.normal(size=(9, 4)), np.eye(3)[rng.integers(3, size=9)]
+    spec, X, Y = _small_stream(9)
     config = make_config(spec.apply, "categorical", "diag")
     state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(0.3))
     with jax.default_prng_impl(prng_impl):
@@ -141,9 +143,7 @@ def test_a_deterministic_filter_runs_under_any_default_prng(prng_impl):
 
 
 def test_stochastic_filters_default_to_prng_key_zero():
-    rng = np.random.default_rng(0)
-    spec = MLPSpec(4, (5,), 3, "tanh")
-    X, Y = rng.normal(size=(20, 4)), np.eye(3)[rng.integers(3, size=20)]
+    spec, X, Y = _small_stream(20)
     config = make_config(spec.apply, "categorical", "diag", algorithm="bong", hessian="mc_ef", n_mc_samples=3)
     state = config.family.init(jnp.asarray(spec.init_params(0)), jnp.float32(0.3))
     hyper = Hyperparameters(1.0, 1.0, 0.0)

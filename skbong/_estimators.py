@@ -287,11 +287,11 @@ def _seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
     return _stream_keys(np.int32(seed))
 
 
-def _stream_key(seed: int, stream: int, draws: bool):
+def _stream_key(seed: int, stream: int, reader):
     """The key of a fitted seed's ``stream`` (0: the filter's draws, 1: the predictions')
-    for a program that draws from it; for one that draws nothing (a deterministic estimator
-    or predictive), ``default_key``'s placeholder, which compiles nothing."""
-    return _seed_keys(seed)[stream] if draws else default_key(False)
+    for ``reader``, the estimator or predictive that draws from it; for one that draws
+    nothing (deterministic), ``default_key``'s placeholder, which compiles nothing."""
+    return _seed_keys(seed)[stream] if reader.stochastic else default_key(reader)
 
 
 def _x64_scope(dtype: str):
@@ -787,7 +787,7 @@ class _BaseBONG(BaseEstimator):
                 state = jax.tree_util.tree_map(_on_device, running)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
-            key = _stream_key(seed, 0, config.estimator.stochastic)
+            key = _stream_key(seed, 0, config.estimator)
             adaptive = config.dynamics.adaptive_obs_noise
             calibrated = config.dynamics.innovation_scale
             # Sums of the normalised squared innovations of this call, per member and output.
@@ -1099,7 +1099,7 @@ class _BaseBONG(BaseEstimator):
 
     @staticmethod
     def _predict_key(seed: int, predictive) -> jax.Array:
-        return _stream_key(seed, 1, predictive.stochastic)
+        return _stream_key(seed, 1, predictive)
 
     def _predict_distribution(self, X):
         """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""

@@ -144,13 +144,14 @@ def _jit(static_argnames, cpu_options: dict = CPU_COMPILER_OPTIONS):
     return decorate
 
 
-def default_key(stochastic: bool):
-    """The key a compiled program gets when its caller gives none: ``PRNGKey(0)`` for a
-    program that may draw (a stochastic estimator or predictive, or one that does not say
-    with a ``stochastic`` attribute), else zeros of the default PRNG's key shape, which
-    nothing reads. The zeros cost no compilation; ``PRNGKey`` compiles a program of its own
-    the first time it runs."""
-    if stochastic:
+def default_key(reader):
+    """The key a compiled program gets when its caller gives none, for ``reader``, the
+    estimator or predictive that would draw from it (None: nothing reads it).
+
+    ``PRNGKey(0)`` where the reader is stochastic (or does not say so with a ``stochastic``
+    attribute); else zeros of the default PRNG's key shape, which nothing reads. The zeros
+    cost no compilation; ``PRNGKey`` compiles a program of its own the first time it runs."""
+    if reader is not None and getattr(reader, "stochastic", True):
         return jax.random.PRNGKey(0)
     return _placeholder_key(jax.config.jax_default_prng_impl)
 
@@ -654,7 +655,7 @@ def run_filter(
         Last, only with ``return_valid``.
     """
     if key is None:
-        key = default_key(getattr(config.estimator, "stochastic", True))
+        key = default_key(config.estimator)
     dtype = state.mean.dtype
     # Same dtype and weak-type status on every call, so Python floats never retrace; numpy
     # converts them without compiling a conversion per dtype.
@@ -748,7 +749,7 @@ def run_sweep(
     dtype = states.mean.dtype
     n_members = states.mean.shape[0]
     if keys is None:
-        keys = default_key(getattr(config.estimator, "stochastic", True))
+        keys = default_key(config.estimator)
     # numpy keys stay numpy: broadcasting them compiles nothing.
     xp = jnp if isinstance(keys, jax.Array) else np
     keys = xp.asarray(keys)
@@ -875,7 +876,7 @@ def _run_chunks(
     innovation_sum = 0.0 if config.dynamics.innovation_scale else None
     weights = _row_weights(weights, X.shape[0], dtype)
     if record_key is None:
-        record_key = default_key(record is not None and getattr(record, "stochastic", True))
+        record_key = default_key(record)
     static_belief = _is_static(config, hyper)
     n_steps = -(-X.shape[0] // batch_size)
     records = []
@@ -1006,7 +1007,7 @@ def predict_distribution(
     X = np.asarray(X)
     dtype = state.mean.dtype
     if key is None:
-        key = default_key(getattr(predictive, "stochastic", True))
+        key = default_key(predictive)
     obs_noise = _as_hyper(obs_noise, dtype)
     outs = []
     for block, n_rows in _padded_blocks(X, dtype, block_rows):

@@ -17,6 +17,7 @@ from skbong.core import (
     FullCovState,
     Hyperparameters,
     MLPSpec,
+    belief_is_valid,
     filter_posterior,
     make_config,
     run_filter,
@@ -232,6 +233,39 @@ def test_samples_have_the_family_covariance(family, x64):
     se = np.sqrt((np.outer(np.diag(cov), np.diag(cov)) + cov**2) / n)
     np.testing.assert_array_less(np.abs(np.cov(draws.T) - cov), 5 * se)
     np.testing.assert_array_less(np.abs(draws.mean(0) - state.mean), 5 * np.sqrt(np.diag(cov) / n))
+
+
+def _numpy_is_valid(family_name, state) -> bool:
+    """The validity check written with numpy: every leaf finite, and the variances (FC:
+    the covariance's diagonal; diagonal families) or diagonal precision (DLR) positive."""
+    leaves = [np.asarray(leaf) for leaf in state]
+    positive = {"fc": np.diag(leaves[1]), "fc_mom": np.diag(leaves[1])}.get(family_name, leaves[1])
+    return all(np.all(np.isfinite(leaf)) for leaf in leaves) and bool(np.all(positive > 0))
+
+
+@pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])
+def test_is_valid_flags_every_non_finite_entry_and_non_positive_variance(family):
+    spec, X, Y = _mlp_stream(n=6, seed=2)
+    config = make_config(spec.apply, "categorical", family, rank=3)
+    state = config.family.init(jnp.asarray(spec.init_params(1), jnp.float32), jnp.asarray(0.5))
+    state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
+    is_valid = jax.jit(config.family.is_valid)
+    assert bool(is_valid(state)) and _numpy_is_valid(family, state)
+    rng = np.random.default_rng(0)
+    broken = []
+    for leaf_index, leaf in enumerate(state):
+        for value in (np.nan, np.inf, -np.inf, 0.0, -1e-3):
+            array = np.array(leaf)
+            array.flat[rng.integers(array.size)] = value
+            broken.append(state._replace(**{state._fields[leaf_index]: jnp.asarray(array)}))
+    for candidate in broken:
+        assert bool(is_valid(candidate)) == _numpy_is_valid(family, candidate)
+    # Huge finite entries are valid (no sum that overflows); a batch of beliefs (a sweep's
+    # members) gets one flag each.
+    assert bool(is_valid(jax.tree_util.tree_map(lambda a: jnp.full_like(a, 3e38), state)))
+    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), state, *broken[:6])
+    expected = [_numpy_is_valid(family, s) for s in (state, *broken[:6])]
+    np.testing.assert_array_equal(belief_is_valid(config.family, stacked), expected)
 
 
 # --------------------------------------------------------------------------------------

@@ -831,8 +831,9 @@ class DiagonalLowRank:
         # over W.
         move_quadratic = None
         if not with_kl:
-            head = weighted[: state.low_rank.shape[1]] @ coef
-            move_quadratic = lr**2 * (coef @ weighted @ coef + head @ head)
+            weighted_coef = weighted @ coef  # its first R entries are H[:R] c
+            head = weighted_coef[: state.low_rank.shape[1]]
+            move_quadratic = lr**2 * (coef @ weighted_coef + head @ head)
         if self.spherical:  # LO-FI Eqs. 115-116: the discarded directions are dropped
             return DLRState(mean, ups, kept), move_quadratic
         return DLRState(mean, ups + jnp.sum(rest[:, :-1] ** 2, axis=1), kept), move_quadratic

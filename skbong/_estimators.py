@@ -8,6 +8,7 @@ does with the posterior goes through :mod:`skbong.core`.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from functools import lru_cache, partial
@@ -78,6 +79,12 @@ AUTO_SIGMA0 = (0.01, 0.03, 0.1, 0.3, 1.0)
 #: 84 nats in the first 100 observations, but never by more than 13 after 512.
 OCCAM_WINDOW = 50.0
 OCCAM_BURN_IN = 512
+#: Peak memory of a fit on a full-covariance family ("fc", "fc_mom"), in P x P matrices of
+#: the estimator's dtype: ``FULL_COV_PEAK_PER_MEMBER`` per filter run side by side plus
+#: ``FULL_COV_PEAK_BASE``. Measured as the growth of the peak resident memory of a fit on
+#: digits (P = 9,010, float32): 3.0 (fc) and 3.9 (fc_mom) matrices for one prior scale,
+#: 11.8 and 12.7 for the five of sigma0="auto".
+FULL_COV_PEAK_PER_MEMBER, FULL_COV_PEAK_BASE = 2.4, 1.5
 
 _HISTORY_DOC = """\
     history_ : list of dict
@@ -292,6 +299,29 @@ def _stream_key(seed: int, stream: int, reader):
     for ``reader``, the estimator or predictive that draws from it; for one that draws
     nothing (deterministic), ``default_key``'s placeholder, which compiles nothing."""
     return _seed_keys(seed)[stream] if reader.stochastic else default_key(reader)
+
+
+def _device_memory() -> tuple[int | None, str]:
+    """Bytes of memory of JAX's default device and its name: the allocator's limit on an
+    accelerator; on a CPU the host's physical memory, or the container's limit (cgroup v2
+    ``memory.max``) where that is lower. ``None`` where neither is known."""
+    device = jax.devices()[0]
+    name = f"{device.platform}:{device.id}"
+    stats = device.memory_stats()
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), name
+    try:
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
+        return None, name
+    try:
+        with open("/sys/fs/cgroup/memory.max") as cgroup:
+            text = cgroup.read().strip()
+        if text.isdigit():
+            limit = min(limit, int(text))
+    except OSError:
+        pass
+    return limit, "this host" if device.platform == "cpu" else name
 
 
 def _x64_scope(dtype: str):
@@ -768,6 +798,8 @@ class _BaseBONG(BaseEstimator):
             )
         X = self._in_dtype(X, "X", squared=True)
         Y = self._in_dtype(Y, "y")
+        if reset:
+            self._check_memory(spec.n_params)
         with _x64_scope(self.dtype):
             config = self._config(spec)
             if reset:
@@ -1061,6 +1093,29 @@ class _BaseBONG(BaseEstimator):
             elif config.dynamics.innovation_scale:
                 innovations = innovations + out[3]
         return state, hyper, valid, innovations
+
+    def _check_memory(self, n_params: int) -> None:
+        """Refuse a full-covariance family whose fit cannot fit in the device's memory.
+
+        XLA would otherwise fail on its first allocation with an internal error, or, on a
+        host that overcommits memory, the process would be killed part-way through."""
+        if self.family not in ("fc", "fc_mom"):
+            return
+        grid = self._sigma0_grid()
+        n_members = 1 if grid is None else grid.size
+        matrix = n_params**2 * np.dtype(self.dtype).itemsize
+        need = (FULL_COV_PEAK_PER_MEMBER * n_members + FULL_COV_PEAK_BASE) * matrix
+        limit, device = _device_memory()
+        if limit is None or need <= limit:
+            return
+        members = f" for each of the {n_members} prior scales of sigma0='auto'" if n_members > 1 else ""
+        raise MemoryError(
+            f"family={self.family!r} keeps a P x P covariance{members}: with P = {n_params:,} "
+            f"weights a fit needs about {need / 1e9:.3g} GB, more than the {limit / 1e9:.3g} GB of "
+            f"memory of {device}. Use family='dlr' (memory P x (rank + 2)) or 'diag'"
+            + (", a fixed sigma0" if n_members > 1 else "")
+            + ", or a smaller network."
+        )
 
     def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
         """What the prior predictive checks at the start of a fit advise (``_health``):

@@ -348,6 +348,27 @@ def test_refused_fit_leaves_the_fitted_model_as_it_was(make):
     assert fresh.__dict__ == make(hidden_layer_sizes=(4,), random_state=0).__dict__
 
 
+@pytest.mark.parametrize("family", ["fc", "fc_mom"])
+def test_full_covariance_beyond_the_device_memory_is_refused_up_front(family):
+    # 100,000 hidden units on six features: P = 900,002 weights, a 3.2 TB covariance in
+    # float32. Without the check, XLA fails on the allocation with an internal error (or
+    # the host kills the process); the estimator must refuse it, say what to change, and
+    # keep what it had.
+    X, y = _four_features()
+    huge = {"family": family, "hidden_layer_sizes": (100_000,), "random_state": 0}
+    est = BONGClassifier(family=family, hidden_layer_sizes=(4,), random_state=0).fit(X, y)
+    predicted = est.predict(X)
+    before = _snapshot(est.set_params(**huge))
+    with pytest.raises(MemoryError, match=r"P x P covariance: with P = 900,002 weights.*family='dlr'"):
+        est.fit(X, y)
+    _assert_same_state(before, est.__dict__)
+    np.testing.assert_array_equal(est.set_params(hidden_layer_sizes=(4,)).predict(X), predicted)
+    fresh = BONGClassifier(**huge)
+    with pytest.raises(MemoryError, match="for each of the 5 prior scales of sigma0='auto'.*a fixed sigma0"):
+        fresh.set_params(sigma0="auto").partial_fit(X, y, classes=[0, 1])
+    assert fresh.__dict__ == BONGClassifier(**huge, sigma0="auto").__dict__
+
+
 _STRUCTURE_CHANGES = {
     "hidden_layer_sizes": (5,),
     "activation": "tanh",

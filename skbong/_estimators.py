@@ -307,7 +307,10 @@ def _device_memory() -> tuple[int | None, str]:
     ``memory.max``) where that is lower. ``None`` where neither is known."""
     device = jax.devices()[0]
     name = f"{device.platform}:{device.id}"
-    stats = device.memory_stats()
+    try:
+        stats = device.memory_stats()
+    except (NotImplementedError, RuntimeError):  # a backend that keeps no statistics
+        stats = None
     if stats and stats.get("bytes_limit"):
         return int(stats["bytes_limit"]), name
     try:

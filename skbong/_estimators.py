@@ -220,7 +220,9 @@ _SHARED_PARAMS_DOC = """
         Passes over the data in ``fit``. Online Bayesian updates are meant to see each
         observation once; more passes count the data several times.
     batch_size : int, default=1
-        Observations per filter step (the paper uses 1).
+        Observations per filter step (the paper uses 1). A call with fewer rows takes
+        them in one step of that size. A step's memory grows with the square of its rows;
+        one the device cannot hold raises ``MemoryError``.
     shuffle : bool, default=True
         Whether ``fit`` shuffles the rows before each pass. ``partial_fit`` never shuffles.
     random_state : int, RandomState instance or None, default=None

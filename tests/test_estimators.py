@@ -2,6 +2,7 @@
 
 import pickle
 import warnings
+from functools import partial
 
 import jax
 import numpy as np
@@ -367,6 +368,38 @@ def test_full_covariance_beyond_the_device_memory_is_refused_up_front(family):
     with pytest.raises(MemoryError, match="for each of the 5 prior scales of sigma0='auto'.*a fixed sigma0"):
         fresh.set_params(sigma0="auto").partial_fit(X, y, classes=[0, 1])
     assert fresh.__dict__ == BONGClassifier(**huge, sigma0="auto").__dict__
+
+
+@pytest.mark.parametrize("family", ["dlr", "diag", "fc"])
+def test_batch_size_beyond_the_rows_of_a_call_is_one_step_of_those_rows(family):
+    # A step's memory grows with the square of its rows times outputs. Padded to
+    # batch_size=100,000 rows, the one partial step of these 40 rows would need about 1e6
+    # curvature columns (XLA fails on its allocation); padded to the next power of two it
+    # is the step of batch_size=40, since padding rows weigh zero.
+    X, y = _four_features()
+    X, y = X[:40], y[:40]
+    make = partial(BONGClassifier, family=family, hidden_layer_sizes=(4,), dtype="float64", random_state=0)
+    exact = make(batch_size=40).fit(X, y)
+    padded = make(batch_size=100_000).fit(X, y)
+    for got, want in zip(padded.posterior_, exact.posterior_):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(padded.predict_proba(X), exact.predict_proba(X), rtol=1e-9, atol=1e-12)
+
+
+def test_step_beyond_the_device_memory_raises_memory_error_and_keeps_the_state():
+    # 262,144 rows of 30 outputs in one step: about 8e6 curvature columns, whose Gram
+    # matrices alone need petabytes, beyond any device and any address space, so the
+    # allocation fails at once. XLA's error names only the bytes: the estimator must say
+    # what to change and keep what it had.
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((2**18, 3)), rng.standard_normal((2**18, 30)).astype(np.float32)
+    est = BONGRegressor(hidden_layer_sizes=(2,), random_state=0).fit(X[:20], Y[:20])
+    predicted = est.predict(X[:5])
+    before = _snapshot(est.set_params(batch_size=2**18))
+    with pytest.raises(MemoryError, match=r"out of device memory .*262144 row\(s\) of 30 output\(s\).*smaller batch_size"):
+        est.partial_fit(X, Y)
+    _assert_same_state(before, est.__dict__)
+    np.testing.assert_array_equal(est.predict(X[:5]), predicted)
 
 
 _STRUCTURE_CHANGES = {

@@ -868,9 +868,58 @@ def _run_chunks(
     ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
     ``callback(n_rows_done, chunk_records)`` runs after each chunk has been computed.
     ``check_valid``: each chunk's program also checks the belief it ends with, and the last
-    chunk's flag is returned, last in the tuple (one compiled program per call, not two)."""
+    chunk's flag is returned, last in the tuple (one compiled program per call, not two).
+
+    A program that the device cannot hold raises ``MemoryError`` with what to change (XLA's
+    own error names only the bytes); the call waits for its result so that this happens
+    here, not where the caller first reads the belief."""
     X = np.asarray(X)
     Y = np.asarray(Y)
+    rows_per_step = _step_rows(X.shape[0], batch_size, config)
+    try:
+        return jax.block_until_ready(
+            _run_chunks_unchecked(
+                scan, config, state, X, Y, hyper, rows_per_step, key, n_seen, record, record_key, n_lead, weights,
+                callback, latent, check_valid,
+            )
+        )
+    except jax.errors.JaxRuntimeError as error:
+        if "RESOURCE_EXHAUSTED" not in str(error):
+            raise
+        n_members = int(np.prod(np.shape(state.mean)[:n_lead]))
+        full = config.family.name in ("fc", "fc_mom")
+        remedies = [f"a smaller batch_size (now {batch_size})"] if rows_per_step > 1 else []
+        if full:
+            remedies.append("family='dlr' or 'diag', which keep no P x P matrix")
+        if n_members > 1:
+            remedies.append(f"fewer than the {n_members} filters run side by side")
+        remedies.append("a smaller network")
+        advice = " or ".join(filter(None, [", ".join(remedies[:-1]), remedies[-1]]))
+        raise MemoryError(
+            f"The filter ran out of device memory ({str(error).rstrip('.')}). Its steps take {rows_per_step} "
+            f"row(s) of {Y.shape[1]} output(s) for a {config.family.name!r} belief over P = "
+            f"{np.shape(state.mean)[-1]:,} parameters: a step's memory grows with the square of its rows "
+            f"times outputs{', and with P^2' if full else ''}. Use {advice}."
+        ) from error
+
+
+def _step_rows(n_rows: int, batch_size: int, config: FilterConfig) -> int:
+    """Rows of each compiled filter step of a call with ``n_rows`` rows: ``batch_size``,
+    except that a call with fewer rows takes one partial step padded to the next power of
+    two of its rows, not to ``batch_size``. Padding rows weigh zero, so the step is the
+    same, and a step's cost and memory grow with the square of its rows or worse. The
+    latent prior of Bayesian and hybrid inflation counts steps by ``batch_size``, so those
+    keep the nominal shape."""
+    if n_rows < batch_size and not config.dynamics.needs_latent_prior:
+        return 1 << max(n_rows - 1, 0).bit_length()
+    return batch_size
+
+
+def _run_chunks_unchecked(
+    scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent,
+    check_valid,
+):
+    """:func:`_run_chunks` for ``batch_size`` rows per step, without the memory check."""
     dtype = state.mean.dtype
     adaptive = config.dynamics.adaptive_obs_noise
     innovation_sum = 0.0 if config.dynamics.innovation_scale else None

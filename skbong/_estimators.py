@@ -194,9 +194,11 @@ _SHARED_PARAMS_DOC = """
         Past ``OCCAM_BURN_IN`` observations, a scale whose log-evidence trails the best's
         by more than ``OCCAM_WINDOW`` nats is dropped for good (Occam's window). A step
         costs about one single step per scale not dropped.
-    dynamics_decay : float or callable, default=1.0
-        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. A
-        callable ``dynamics_decay(t)`` gives ``gamma_t`` from the number ``t`` of rows
+    dynamics_decay : float in (0, 1] or callable, default=1.0
+        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. Below 1
+        it needs ``process_noise``: without it every step shrinks the covariance by
+        ``gamma^2`` until the belief collapses (``q = (1 - gamma^2) sigma0^2`` keeps the
+        prior's variance). A callable ``dynamics_decay(t)`` gives ``gamma_t`` from the number ``t`` of rows
         absorbed before the step (a JAX int32 scalar; the function is traced into the
         compiled filter, so write it with ``jax.numpy``).
     process_noise : float or callable, default=0.0
@@ -453,7 +455,7 @@ class _BaseBONG(BaseEstimator):
         "diag_step": [StrOptions(set(DIAG_STEPS))],
         "backtrack": ["boolean", StrOptions({"auto"})],
         "sigma0": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), "array-like"],
-        "dynamics_decay": [Interval(Real, 0, None, closed="neither"), callable],
+        "dynamics_decay": [Interval(Real, 0, 1, closed="right"), callable],
         "process_noise": [Interval(Real, 0, None, closed="left"), callable],
         "inflation": [StrOptions(set(INFLATIONS)), None],
         "inflation_alpha": [Interval(Real, 0, None, closed="left")],
@@ -906,6 +908,7 @@ class _BaseBONG(BaseEstimator):
         inflation_hint = (
             f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
         )
+        dynamics_advice = self._dynamics_advice()
         if not valid:
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
@@ -920,6 +923,7 @@ class _BaseBONG(BaseEstimator):
                     else f"The prior is too wide for this network and data: lower sigma0 ({scales}), "
                     f"lower the learning rate{inflation_hint} or scale the inputs."
                 )
+                + dynamics_advice
             )
         if grid is not None:
             prior_scale = float(grid[chosen])
@@ -955,6 +959,7 @@ class _BaseBONG(BaseEstimator):
                 "near the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate"
                 + inflation_hint
                 + "."
+                + dynamics_advice
             )
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -1034,7 +1039,8 @@ class _BaseBONG(BaseEstimator):
                 f"is far worse than a constant predictor's ({health.baseline_mean_loss:.3g}, "
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
-                f"({scales}), scale the inputs{inflation_hint}, or average over the posterior (predictive='probit').",
+                f"({scales}), scale the inputs{inflation_hint}, or average over the posterior (predictive='probit')."
+                + dynamics_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1057,7 +1063,8 @@ class _BaseBONG(BaseEstimator):
                 + f". Try another sigma0 ({scales}: too small a prior learns nothing, too wide a one "
                 "diverges)"
                 + (", another learning_rate" if self.algorithm != "bong" else "")
-                + " or scale the inputs.",
+                + " or scale the inputs."
+                + dynamics_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1098,6 +1105,36 @@ class _BaseBONG(BaseEstimator):
             elif config.dynamics.innovation_scale:
                 innovations = innovations + out[3]
         return state, hyper, valid, innovations
+
+    def _dynamics_advice(self) -> str:
+        """The sentence that the health messages add when the weights are not static: process
+        noise widens the covariance at every step, and a decay below 1 without it shrinks
+        the covariance by ``gamma^2`` per step until the belief collapses (its variance
+        tends to ``q / (1 - gamma^2)``, LO-FI Eq. 19); empty for static weights."""
+        decay, noise = self.dynamics_decay, self.process_noise
+        if not callable(decay) and decay < 1 and not callable(noise) and noise == 0:
+            fixed_scale = np.ndim(self.sigma0) == 0 and not isinstance(self.sigma0, str)
+            keeps = (
+                f" (q = (1 - gamma^2) sigma0^2 = {(1 - decay**2) * float(self.sigma0) ** 2:.3g} keeps the "
+                "prior's variance)"
+                if fixed_scale
+                else ""
+            )
+            return (
+                f" With dynamics_decay={decay!r} and no process_noise, every step shrinks the covariance by "
+                f"gamma^2 = {decay**2:.3g} until the belief collapses: add process_noise{keeps} or set "
+                "dynamics_decay=1."
+            )
+        causes = []
+        if callable(noise) or noise > 0:
+            shown = "a schedule" if callable(noise) else repr(noise)
+            causes.append(f"process_noise (now {shown}) widens the covariance at every step")
+        if callable(decay) or decay != 1:
+            shown = "a schedule" if callable(decay) else repr(decay)
+            causes.append(f"dynamics_decay (now {shown}) moves the mean and the covariance at every step")
+        if not causes:
+            return ""
+        return " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights."
 
     def _check_memory(self, n_params: int) -> None:
         """Refuse a full-covariance family whose fit cannot fit in the device's memory.

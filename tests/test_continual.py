@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import InvalidParameterError
 
 from skbong import BONGClassifier, BONGRegressor
 from skbong.core import trace_count
@@ -158,6 +160,45 @@ def test_adaptive_noise_with_auto_sigma0_keeps_an_estimate_per_scale():
     assert reg.obs_noise_[0] == pytest.approx(reg._member_obs_noise[chosen, 0] * reg._y_scale[0] ** 2)
     reg.partial_fit(X[200:], y[200:])
     assert 0.03 < reg.obs_noise_[0] < 0.3
+
+
+def test_dynamics_that_break_a_fit_are_named_in_its_error_or_warning(digits):
+    """A decay below 1 without process noise shrinks the covariance by gamma^2 a step until
+    the belief collapses (at 0.9 its precision passes float32's range within 600 steps);
+    a large process noise forgets each row at once. The error and the warning name the
+    dynamics and what to change, not only sigma0."""
+    X, y = digits
+    params = dict(hidden_layer_sizes=(8,), rank=3, random_state=0)
+    clf = BONGClassifier(**params).fit(X[:50], y[:50])
+    mean = np.asarray(clf.posterior_.mean).copy()
+    with pytest.raises(FloatingPointError, match=r"dynamics_decay=0.9 and no process_noise.*gamma\^2 = 0.81.*"
+                       r"add process_noise \(q = \(1 - gamma\^2\) sigma0\^2 = 0.0171"):
+        clf.set_params(dynamics_decay=0.9).partial_fit(X[50:650], y[50:650])
+    np.testing.assert_array_equal(clf.posterior_.mean, mean)
+    with pytest.warns(ConvergenceWarning, match=r"The dynamics may be the cause: process_noise \(now 1.0\)"):
+        BONGClassifier(process_noise=1.0, **params).fit(X[:600], y[:600])
+    with pytest.raises(InvalidParameterError, match="dynamics_decay"):
+        BONGClassifier(dynamics_decay=1.5, **params).fit(X[:50], y[:50])
+
+
+@pytest.mark.parametrize(
+    "schedule, message",
+    [
+        (lambda t: jnp.full((1,), 1e-4), r"must return one real number \(a scalar\) per step; it returned shape \(1,\)"),
+        (lambda t: 1e-4 if t < 100 else 0.0, "could not be traced.*jax.numpy.*TracerBoolConversionError"),
+    ],
+    ids=["array", "python-if"],
+)
+def test_a_schedule_that_is_not_a_traceable_scalar_is_refused_up_front(digits, schedule, message):
+    X, y = digits
+    clf = BONGClassifier(hidden_layer_sizes=(8,), rank=3, random_state=0).fit(X[:50], y[:50])
+    mean = np.asarray(clf.posterior_.mean).copy()
+    for name in ("process_noise", "dynamics_decay"):
+        with pytest.raises(TypeError, match=f"The {name} schedule {message}"):
+            clf.set_params(**{name: schedule}).partial_fit(X[50:60], y[50:60])
+        clf.set_params(**{name: 1.0 if name == "dynamics_decay" else 0.0})
+    np.testing.assert_array_equal(clf.posterior_.mean, mean)
+    assert clf.t_ == 50
 
 
 def test_runaway_simple_inflation_raises_and_names_alpha(digits):

@@ -79,6 +79,9 @@ class Dynamics:
     innovation_scale: bool = False
 
     def __post_init__(self):
+        for name, schedule in (("dynamics_decay", self.decay), ("process_noise", self.process_noise)):
+            if schedule is not None:
+                _check_schedule(name, schedule)
         if self.adaptive_obs_noise and self.innovation_scale:
             raise ValueError("adaptive_obs_noise and innovation_scale exclude each other: the one moves R, the other needs it fixed.")
         if self.inflation is not None and self.inflation not in INFLATIONS:
@@ -101,6 +104,28 @@ class Dynamics:
         gamma = decay if self.decay is None else jnp.asarray(self.decay(t), dtype)
         q = process_noise if self.process_noise is None else jnp.asarray(self.process_noise(t), dtype)
         return gamma, q
+
+
+def _check_schedule(name: str, schedule: Callable) -> None:
+    """Refuse a schedule ``t -> value`` that does not give one real number per step.
+
+    The filter calls it inside its compiled scan with ``t`` a JAX int32 scalar; traced here
+    once (``jax.eval_shape``: nothing is computed), what is wrong with it is said in its
+    own terms instead of those of the filter's internals (0.1 ms a call)."""
+    try:
+        out = jax.eval_shape(schedule, jax.ShapeDtypeStruct((), jnp.int32))
+    except Exception as error:  # whatever the user's function raised while traced
+        raise TypeError(
+            f"The {name} schedule could not be traced. The filter calls it inside its compiled scan with t, the "
+            "index of the step's first row, a JAX int32 scalar: write it with jax.numpy (e.g. "
+            f"jnp.where(t < 1000, a, b), not Python if/else on t). Tracing it raised {type(error).__name__}: {error}"
+        ) from error
+    real = isinstance(out, jax.ShapeDtypeStruct) and (
+        jnp.issubdtype(out.dtype, jnp.floating) or jnp.issubdtype(out.dtype, jnp.integer)
+    )
+    if not (real and out.shape == ()):
+        got = f"shape {out.shape} and dtype {out.dtype}" if isinstance(out, jax.ShapeDtypeStruct) else repr(out)
+        raise TypeError(f"The {name} schedule must return one real number (a scalar) per step; it returned {got}.")
 
 
 def latent_prior_at(n_steps: jax.Array, prior: LatentPrior, decay, process_noise) -> tuple[jax.Array, jax.Array]:

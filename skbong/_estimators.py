@@ -8,6 +8,7 @@ does with the posterior goes through :mod:`skbong.core`.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sys
 import time
@@ -185,7 +186,8 @@ _SHARED_PARAMS_DOC = """
     sigma0 : float, "auto" or array-like of float, default=0.3
         Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
         LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
-        recompiles. "auto" runs one filter per scale of ``AUTO_SIGMA0`` (an array-like:
+        recompiles. The prior enters with ``fit`` or a first ``partial_fit``; a value set
+        later does nothing to ``partial_fit``, which says so once. "auto" runs one filter per scale of ``AUTO_SIGMA0`` (an array-like:
         per scale given) side by side in one compiled scan and weighs them by their
         prequential evidence ``sum_t log p(y_t | x_t, y_<t)``, the marginal likelihood of
         each prior scale computed online (no validation split): the one-step-ahead
@@ -329,6 +331,13 @@ def _device_memory() -> tuple[int | None, str]:
     except OSError:
         pass
     return limit, "this host" if device.platform == "cpu" else name
+
+
+def _same_sigma0(a, b) -> bool:
+    """Whether two values of the sigma0 parameter (float, "auto", array-like or None) agree."""
+    if a is None or b is None or isinstance(a, str) or isinstance(b, str):
+        return a is b or (isinstance(a, str) and a == b)
+    return np.shape(a) == np.shape(b) and bool(np.all(np.asarray(a) == np.asarray(b)))
 
 
 def _x64_scope(dtype: str):
@@ -779,6 +788,7 @@ class _BaseBONG(BaseEstimator):
             prior_mean = prior_mean.astype(self.dtype)
         else:
             self._check_structure()
+            self._warn_if_sigma0_unused()
             seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
         # Said once per value of rank, not on every partial_fit call.
         if (
@@ -997,6 +1007,8 @@ class _BaseBONG(BaseEstimator):
             self._log_evidence = evidence
         if reset:
             self._prior_mean = prior_mean
+            self._fitted_sigma0 = copy.deepcopy(self.sigma0)
+            self.__dict__.pop("_unused_sigma0", None)
         obs_noise = np.asarray(hyper.obs_noise, np.float64)
         if grid is not None:
             if adaptive:
@@ -1105,6 +1117,23 @@ class _BaseBONG(BaseEstimator):
             elif config.dynamics.innovation_scale:
                 innovations = innovations + out[3]
         return state, hyper, valid, innovations
+
+    def _warn_if_sigma0_unused(self) -> None:
+        """Say, once per value, that a sigma0 set after the fit does nothing to partial_fit:
+        the prior entered with the first call, and a sweep over prior scales goes on as one."""
+        fitted = self.__dict__.get("_fitted_sigma0", self.sigma0)  # older pickles: no check
+        if _same_sigma0(fitted, self.sigma0) or _same_sigma0(self.__dict__.get("_unused_sigma0"), self.sigma0):
+            return
+        self._unused_sigma0 = copy.deepcopy(self.sigma0)
+        sweep = "_members" in self.__dict__
+        warnings.warn(
+            f"sigma0={self.sigma0!r} has no effect on partial_fit: the posterior was fitted with "
+            f"sigma0={fitted!r}, whose prior entered with the first call"
+            + (", and it goes on with the filters of all its prior scales" if sweep else "")
+            + ". Call fit to start from the new prior.",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def _dynamics_advice(self) -> str:
         """The sentence that the health messages add when the weights are not static: process

@@ -402,6 +402,25 @@ def test_step_beyond_the_device_memory_raises_memory_error_and_keeps_the_state()
     np.testing.assert_array_equal(est.predict(X[:5]), predicted)
 
 
+def test_sigma0_changed_after_fit_warns_once_that_partial_fit_goes_on_without_it():
+    # The prior enters with the first call; a later partial_fit continues the posterior (a
+    # sweep over prior scales goes on as one). Silently ignoring the new value would let a
+    # user believe it acts.
+    X, y = _four_features()
+    est = BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X[:20], y[:20])
+    grid = est.sigma0_grid_.copy()
+    with pytest.warns(UserWarning, match=r"sigma0=0.3 has no effect on partial_fit.*sigma0='auto'.*all its prior"):
+        est.set_params(sigma0=0.3).partial_fit(X[20:40], y[20:40])
+    np.testing.assert_array_equal(est.sigma0_grid_, grid)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.partial_fit(X[40:60], y[40:60])  # said once per value
+        est.set_params(sigma0="auto").partial_fit(X[40:60], y[40:60])  # the fitted value again
+        est.set_params(sigma0=[0.1, 0.3]).fit(X[:20], y[:20])
+        est.set_params(sigma0=np.array([0.1, 0.3])).partial_fit(X[20:40], y[20:40])  # a new fit adopted it
+    assert not [w for w in caught if "has no effect on partial_fit" in str(w.message)]
+
+
 _STRUCTURE_CHANGES = {
     "hidden_layer_sizes": (5,),
     "activation": "tanh",

@@ -105,8 +105,9 @@ _SHARED_PARAMS_DOC = """
         ``activation``. A flax NNX module instance: its current weights (its
         ``nnx.Param`` variables) are the prior mean; it maps a batch ``(B,
         n_features)`` to ``(B, n_outputs)`` (it may reshape ``x`` inside, e.g. to
-        images for a CNN) and must hold no other state (no BatchNorm statistics or
-        RNG streams). ``fit`` checks its widths and never changes it. A callable
+        images for a CNN). Its other state (buffers, BatchNorm statistics) is held
+        constant; a module in training mode, whose call changes it, is refused
+        (call ``module.eval()`` first). ``fit`` checks its widths and never changes it. A callable
         ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
         factory, built at ``fit`` with ``rngs = nnx.Rngs(seed)`` drawn from
         ``random_state`` (what a search or ``check_estimator`` needs, since the widths
@@ -586,7 +587,7 @@ class _BaseBONG(BaseEstimator):
         ``(B, n_outputs)``."""
         from flax import nnx
 
-        from .core._models import MLP, ModuleSpec, build_module, has_convolution, module_params
+        from .core._models import MLP, ModuleSpec, ModuleStateError, build_module, has_convolution, module_params
 
         if self.model is None:
             sizes = (n_features, *self._hidden_layer_sizes(), n_outputs)
@@ -609,7 +610,7 @@ class _BaseBONG(BaseEstimator):
         # DLR, which fuses the padded sums into its own products, would lose 1.50 -> 1.85).
         spec = ModuleSpec.of(module, split=has_convolution(module) or self.family in ("diag", "diag_mom"))
         prior_mean = np.asarray(module_params(module))
-        if prior_mean.dtype.kind != "f":
+        if not jnp.issubdtype(prior_mean.dtype, jnp.floating):
             raise TypeError(f"The model's weights must be floating point, got {prior_mean.dtype}.")
         what = "model" if self.model is not None else "the MLP"
         try:
@@ -618,6 +619,8 @@ class _BaseBONG(BaseEstimator):
                 jax.ShapeDtypeStruct(prior_mean.shape, prior_mean.dtype),
                 jax.ShapeDtypeStruct((2, n_features), prior_mean.dtype),
             )
+        except ModuleStateError:
+            raise
         except Exception as error:
             raise ValueError(
                 f"{what} cannot be applied to a batch of shape (B, {n_features}) (X has {n_features} "

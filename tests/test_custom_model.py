@@ -152,18 +152,61 @@ def test_a_factory_must_return_a_module(digits):
         BONGClassifier(model=lambda n_in, n_out, rngs: np.zeros(3)).fit(X, y)
 
 
-def test_state_other_than_weights_is_refused(digits):
-    class WithBatchNorm(nnx.Module):
-        def __init__(self, rngs):
-            self.norm = nnx.BatchNorm(64, rngs=rngs)
-            self.out = nnx.Linear(64, 10, rngs=rngs)
+class _NormalisedNet(nnx.Module):
+    """A linear layer, BatchNorm with given running statistics and Dropout, then a linear
+    read-out. In evaluation mode the norm is a fixed affine map and the dropout the
+    identity; in training mode a call changes the statistics and the RNG stream."""
 
-        def __call__(self, x):
-            return self.out(self.norm(x, use_running_average=True))
+    def __init__(self, rngs, mean, var):
+        self.hidden = nnx.Linear(64, 8, rngs=rngs)
+        self.norm = nnx.BatchNorm(8, rngs=rngs)
+        self.norm.mean[...] = jnp.full(8, mean)
+        self.norm.var[...] = jnp.full(8, var)
+        self.drop = nnx.Dropout(0.5, rngs=rngs)
+        self.out = nnx.Linear(8, 10, rngs=rngs)
 
-    X, y = digits[0][:20], digits[1][:20]
-    with pytest.raises(ValueError, match="not an nnx.Param: .*mean"):
-        BONGClassifier(model=WithBatchNorm(nnx.Rngs(0))).fit(X, y)
+    def __call__(self, x):
+        return self.out(nnx.relu(self.drop(self.norm(self.hidden(x)))))
+
+
+class _Affine(nnx.Module):
+    def __init__(self, norm, mean, var):
+        self.bias = nnx.Param(jnp.asarray(norm.bias[...]))
+        self.scale = nnx.Param(jnp.asarray(norm.scale[...]))
+        self.mean, self.root = mean, float(np.sqrt(var + norm.epsilon))
+
+    def __call__(self, x):
+        return (x - self.mean) / self.root * self.scale + self.bias
+
+
+class _AffineNet(nnx.Module):
+    """A _NormalisedNet in evaluation mode written out, its statistics as Python numbers:
+    the same parameters in the same order, and no state besides them."""
+
+    def __init__(self, net, mean, var):
+        self.hidden = copy.deepcopy(net.hidden)
+        self.norm = _Affine(net.norm, mean, var)
+        self.out = copy.deepcopy(net.out)
+
+    def __call__(self, x):
+        return self.out(nnx.relu(self.norm(self.hidden(x))))
+
+
+@pytest.mark.parametrize("mean, var", [(0.0, 1.0), (0.5, 4.0)])
+def test_state_besides_the_weights_is_held_constant_and_training_mode_refused(digits, mean, var):
+    # Two sets of statistics in one process: modules that differ only in their constants
+    # must not share compiled code, which has the constants baked in.
+    X, y = digits[0][:120], digits[1][:120]
+    net = _NormalisedNet(nnx.Rngs(0), mean, var)
+    with pytest.raises(ValueError, match=r"changes its state besides nnx.Param: .*\['norm'\]\['mean'\].*module.eval\(\)"):
+        BONGClassifier(model=net).fit(X, y)
+    net.eval()
+    got = BONGClassifier(model=net, random_state=0, dtype="float64").fit(X, y)
+    want = BONGClassifier(model=_AffineNet(net, mean, var), random_state=0, dtype="float64").fit(X, y)
+    np.testing.assert_allclose(got.posterior_.mean, want.posterior_.mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got.predict_proba(X), want.predict_proba(X), rtol=1e-9, atol=1e-12)
+    restored = pickle.loads(pickle.dumps(got))
+    np.testing.assert_array_equal(restored.predict_proba(X), got.predict_proba(X))
 
 
 def test_a_model_of_another_structure_after_fit_is_refused(digits):
@@ -188,3 +231,23 @@ def test_auto_sigma0_on_a_custom_cnn(digits):
     np.testing.assert_allclose(clf.posterior_[0], fixed.posterior_[0], rtol=1e-4, atol=1e-5)
     assert clf.sigma0_weights_.shape == (5,) and np.isclose(clf.sigma0_weights_.sum(), 1)
     assert clf.score(X[1000:], y[1000:]) > 0.8
+
+
+def test_weights_stored_in_bfloat16_are_the_prior_mean_in_the_estimators_dtype(digits):
+    # bfloat16 is a floating type numpy knows only through ml_dtypes (kind 'V'). The
+    # network computes in the dtype of the flat vector, so the filter is that of a float32
+    # network with the bfloat16 weights; one that computes in bfloat16 itself gets its
+    # outputs cast back.
+    X, y = digits[0][:100], digits[1][:100]
+    stored = nnx.Linear(64, 10, param_dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    widened = nnx.Linear(64, 10, rngs=nnx.Rngs(0))
+    widened.kernel[...] = stored.kernel[...].astype(jnp.float32)
+    widened.bias[...] = stored.bias[...].astype(jnp.float32)
+    got = BONGClassifier(model=stored, random_state=0).fit(X, y)
+    want = BONGClassifier(model=widened, random_state=0).fit(X, y)
+    assert got.posterior_.mean.dtype == np.float32
+    np.testing.assert_array_equal(got.predict_proba(X), want.predict_proba(X))
+    in_bfloat16 = nnx.Linear(64, 10, param_dtype=jnp.bfloat16, dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    proba = BONGClassifier(model=in_bfloat16, random_state=0).fit(X, y).predict_proba(X)
+    assert np.all(np.isfinite(proba))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-5)

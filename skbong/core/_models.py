@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Callable
@@ -126,8 +127,11 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
     Parameters
     ----------
     module : flax.nnx.Module
-        Its only state must be ``nnx.Param`` variables (no batch statistics or RNG
-        streams: the filter has no way to update them).
+        Its ``nnx.Param`` variables are the parameters. Any other state (a buffer held in
+        an ``nnx.Variable``, the running statistics of a ``BatchNorm`` in evaluation mode)
+        enters ``apply`` as a constant; a module whose call changes it (``BatchNorm``
+        updating its statistics, ``Dropout`` drawing from its RNG stream: training mode)
+        is refused when ``apply`` is traced, since the filter has no way to update it.
     split : bool, default=False
         How ``apply`` cuts ``params_flat`` into the module's arrays: one slice per array
         (default), whose gradients are zero-padded to ``P`` and summed, or one
@@ -218,6 +222,9 @@ class ModuleSpec:
         it as ``apply.dense_network``, and LIN-HESS gives the diagonal families the
         factored root of :class:`~skbong.core.DenseFactors` (the MNIST MLP's DIAG step:
         0.80 -> 0.12 ms per row on 2 cores). Determined by the other fields.
+    constants : ModuleConstants or None
+        The module's state besides ``nnx.Param`` (None when it has none): constants of
+        ``apply``, so part of the spec's identity by value.
     """
 
     graphdef: nnx.GraphDef
@@ -225,10 +232,11 @@ class ModuleSpec:
     shapes: tuple[tuple[int, ...], ...]
     split: bool = False
     dense: DenseNetwork | None = None
+    constants: "ModuleConstants | None" = None
 
     @classmethod
     def of(cls, module: nnx.Module, split: bool | None = None) -> "ModuleSpec":
-        """The spec of ``module``; raises ``ValueError`` if it holds state besides ``nnx.Param``.
+        """The spec of ``module``.
 
         ``split=None`` chooses the cut by the layers: one split for a network with a
         convolution (:func:`has_convolution`), slices otherwise.
@@ -236,24 +244,17 @@ class ModuleSpec:
         if split is None:
             split = has_convolution(module)
         graphdef, params, rest = nnx.split(module, nnx.Param, ...)
-        others = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(rest)]
-        if others:
-            raise ValueError(
-                f"The module holds state that is not an nnx.Param: {', '.join(others[:5])}"
-                f"{' ...' if len(others) > 5 else ''}. The filter keeps a posterior over the "
-                "nnx.Param weights only and cannot update batch statistics or random streams: "
-                "build the module without them (e.g. no BatchNorm; Dropout without rngs)."
-            )
+        constants = ModuleConstants(rest) if jax.tree_util.tree_leaves(rest) else None
         leaves, treedef = jax.tree_util.tree_flatten(params)
         shapes = tuple(tuple(int(d) for d in leaf.shape) for leaf in leaves)
-        return cls(graphdef, treedef, shapes, bool(split), _dense_network(module, params))
+        return cls(graphdef, treedef, shapes, bool(split), _dense_network(module, params), constants)
 
     def __hash__(self) -> int:
         # Hashing a graph definition walks the whole graph (0.1 ms for an MLP), and every
         # call of a compiled entry point hashes its config: hash once per object.
         cached = self.__dict__.get("_hash")
         if cached is None:
-            cached = hash((self.graphdef, self.treedef, self.shapes, self.split))
+            cached = hash((self.graphdef, self.treedef, self.shapes, self.split, self.constants))
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -273,6 +274,47 @@ class ModuleSpec:
     def n_params(self) -> int:
         """Number of parameters ``P``."""
         return int(sum(np.prod(shape, dtype=np.int64) for shape in self.shapes))
+
+
+class ModuleStateError(ValueError):
+    """A module whose call changes its state besides ``nnx.Param`` (training mode)."""
+
+
+class ModuleConstants:
+    """A module's state besides its ``nnx.Param`` variables, held as constants of ``apply``.
+
+    Equal (and equally hashed) when the state has the same structure and the same bytes,
+    so that modules with other constants never share compiled code: the constants are
+    baked into it. Keys of RNG streams are held as their raw key data.
+
+    Parameters
+    ----------
+    state : flax.nnx.State
+        The state (``nnx.split(module, nnx.Param, ...)[2]``).
+    """
+
+    def __init__(self, state):
+        self.state = state
+        digest = hashlib.sha256()
+        for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+            data = np.asarray(jax.random.key_data(leaf) if _is_key(leaf) else leaf)
+            digest.update(f"{jax.tree_util.keystr(path)}|{data.dtype}|{data.shape}|".encode())
+            digest.update(np.ascontiguousarray(data).tobytes())
+        self.digest = digest.hexdigest()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ModuleConstants) and self.digest == other.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def paths(self) -> list[str]:
+        """The state's paths, for messages."""
+        return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(self.state)]
+
+
+def _is_key(leaf) -> bool:
+    return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
 def _dense_network(module: nnx.Module, params) -> DenseNetwork | None:
@@ -302,12 +344,40 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
             flat_pieces = [params_flat[start:stop] for start, stop in zip(offsets[:-1], offsets[1:])]
         pieces = [piece.reshape(shape) for piece, shape in zip(flat_pieces, spec.shapes)]
         state = jax.tree_util.tree_unflatten(spec.treedef, pieces)
-        return nnx.merge(spec.graphdef, state)(x.astype(params_flat.dtype))
+        if spec.constants is None:
+            # The cast: a module may compute in a dtype of its own (e.g. bfloat16).
+            return nnx.merge(spec.graphdef, state)(x.astype(params_flat.dtype)).astype(params_flat.dtype)
+        rest = jax.tree_util.tree_map(lambda leaf: _in_dtype(leaf, params_flat.dtype), spec.constants.state)
+        merged = jax.tree_util.tree_leaves(rest)  # the merged module shares rest's variables
+        module = nnx.merge(spec.graphdef, state, rest)
+        out = module(x.astype(params_flat.dtype)).astype(params_flat.dtype)
+        after = nnx.split(module, nnx.Param, ...)[2]
+        # A variable the call wrote to holds a new array, not the one merged in.
+        changed = [
+            jax.tree_util.keystr(path)
+            for (path, new), old in zip(jax.tree_util.tree_leaves_with_path(after), merged)
+            if new is not old
+        ]
+        if changed:
+            raise ModuleStateError(
+                f"Calling the module changes its state besides nnx.Param: {', '.join(changed[:5])}"
+                f"{' ...' if len(changed) > 5 else ''}. The filter keeps a posterior over the nnx.Param "
+                "weights and holds any other state constant, so it cannot run a module in training mode "
+                "(BatchNorm updating its statistics, Dropout drawing from its RNG stream). Call "
+                "module.eval() before passing it (or build BatchNorm with use_running_average=True and "
+                "Dropout with deterministic=True)."
+            )
+        return out
 
     # An older pickle's spec has no field of its own: the class default (None) answers.
     if spec.dense is not None:
         apply.dense_network = spec.dense
     return apply
+
+
+def _in_dtype(leaf, dtype):
+    """A floating constant in the dtype the network computes in; any other as it is."""
+    return leaf.astype(dtype) if jnp.issubdtype(leaf.dtype, jnp.floating) else leaf
 
 
 @lru_cache(maxsize=256)

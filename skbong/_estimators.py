@@ -106,9 +106,9 @@ _SHARED_PARAMS_DOC = """
         ``nnx.Param`` variables) are the prior mean; it maps a batch ``(B,
         n_features)`` to ``(B, n_outputs)`` (it may reshape ``x`` inside, e.g. to
         images for a CNN). Its other state (buffers, BatchNorm statistics) is held
-        constant; a module in training mode, whose call changes it, is refused
-        (call ``module.eval()`` first). ``fit`` checks its widths and never changes it. A callable
-        ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
+        constant; a module in training mode, whose call changes it, is refused (call
+        ``module.eval()`` first). ``fit`` checks its widths and never changes it. A
+        callable ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
         factory, built at ``fit`` with ``rngs = nnx.Rngs(seed)`` drawn from
         ``random_state`` (what a search or ``check_estimator`` needs, since the widths
         come from the data). ``n_outputs`` is the number of classes (logits, also for
@@ -185,25 +185,25 @@ _SHARED_PARAMS_DOC = """
         MNIST CNN the search stalled BONG-MC-EF). ``benchmarks/results/backtrack.md``
         measures it, ``backtrack_mc.md`` with MC-EF.
     sigma0 : float, "auto" or array-like of float, default=0.3
-        Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the
-        LeCun-normal initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never
-        recompiles. The prior enters with ``fit`` or a first ``partial_fit``; a value set
-        later does nothing to ``partial_fit``, which says so once. "auto" runs one filter per scale of ``AUTO_SIGMA0`` (an array-like:
-        per scale given) side by side in one compiled scan and weighs them by their
-        prequential evidence ``sum_t log p(y_t | x_t, y_<t)``, the marginal likelihood of
-        each prior scale computed online (no validation split): the one-step-ahead
-        predictions are those of the Bayesian model average over the scales, and the
-        fitted posterior is the most probable scale's (``sigma0_``, ``sigma0_weights_``).
-        Past ``OCCAM_BURN_IN`` observations, a scale whose log-evidence trails the best's
-        by more than ``OCCAM_WINDOW`` nats is dropped for good (Occam's window). A step
-        costs about one single step per scale not dropped.
+        Prior standard deviation: ``theta ~ N(theta_0, sigma0^2 I)`` around the LeCun-normal
+        initialisation ``theta_0`` (LO-FI Sec. 3.4). Changing it never recompiles. The prior
+        enters with ``fit`` or a first ``partial_fit``; a value set later does nothing to
+        ``partial_fit``, which says so once. "auto" runs one filter per scale of
+        ``AUTO_SIGMA0`` (an array-like: per scale given) side by side in one compiled scan
+        and weighs them by their prequential evidence ``sum_t log p(y_t | x_t, y_<t)``, the
+        marginal likelihood of each prior scale computed online (no validation split): the
+        one-step-ahead predictions are those of the Bayesian model average over the scales,
+        and the fitted posterior is the most probable scale's (``sigma0_``,
+        ``sigma0_weights_``). Past ``OCCAM_BURN_IN`` observations, a scale whose
+        log-evidence trails the best's by more than ``OCCAM_WINDOW`` nats is dropped for
+        good (Occam's window). A step costs about one single step per scale not dropped.
     dynamics_decay : float in (0, 1] or callable, default=1.0
-        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. Below 1
-        it needs ``process_noise``: without it every step shrinks the covariance by
+        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. Below
+        1 it needs ``process_noise``: without it every step shrinks the covariance by
         ``gamma^2`` until the belief collapses (``q = (1 - gamma^2) sigma0^2`` keeps the
-        prior's variance). A callable ``dynamics_decay(t)`` gives ``gamma_t`` from the number ``t`` of rows
-        absorbed before the step (a JAX int32 scalar; the function is traced into the
-        compiled filter, so write it with ``jax.numpy``).
+        prior's variance). A callable ``dynamics_decay(t)`` gives ``gamma_t`` from the
+        number ``t`` of rows absorbed before the step (a JAX int32 scalar; the function is
+        traced into the compiled filter, so write it with ``jax.numpy``).
     process_noise : float or callable, default=0.0
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``. With the defaults
         ``gamma = 1, q = 0`` the parameters are static (and the compiled filter has no

@@ -308,10 +308,6 @@ class ModuleConstants:
     def __hash__(self) -> int:
         return hash(self.digest)
 
-    def paths(self) -> list[str]:
-        """The state's paths, for messages."""
-        return [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(self.state)]
-
 
 def _is_key(leaf) -> bool:
     return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)

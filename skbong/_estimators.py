@@ -921,7 +921,17 @@ class _BaseBONG(BaseEstimator):
         inflation_hint = (
             f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
         )
+        # What beyond sigma0 may have made the steps overshoot: the dynamics, or weights above
+        # 1 (a row of weight w enters as w observations of it).
+        heaviest = 0.0 if sample_weight is None else float(np.max(sample_weight, initial=0.0))
         dynamics_advice = self._dynamics_advice()
+        weight_advice = (
+            f" The row weights{' (sample_weight times class_weight)' if getattr(self, 'class_weight', None) else ''} "
+            f"reach {heaviest:.3g}: a row of weight w enters as w "
+            "observations of it, so weights far above 1 make each step overshoot; rescale them (e.g. to a mean of 1)."
+            if heaviest > 1
+            else ""
+        )
         if not valid:
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
@@ -937,6 +947,7 @@ class _BaseBONG(BaseEstimator):
                     f"lower the learning rate{inflation_hint} or scale the inputs."
                 )
                 + dynamics_advice
+                + weight_advice
             )
         if grid is not None:
             prior_scale = float(grid[chosen])
@@ -973,6 +984,7 @@ class _BaseBONG(BaseEstimator):
                 + inflation_hint
                 + "."
                 + dynamics_advice
+                + weight_advice
             )
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -1055,7 +1067,8 @@ class _BaseBONG(BaseEstimator):
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
                 f"({scales}), scale the inputs{inflation_hint}, or average over the posterior (predictive='probit')."
-                + dynamics_advice,
+                + dynamics_advice
+                + weight_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )

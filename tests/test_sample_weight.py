@@ -190,3 +190,17 @@ def test_bad_sample_weight_is_refused_and_loses_nothing(bad):
         clf.partial_fit(X / 8, y, sample_weight=bad)
     for a, b in zip(before, _leaves(clf.posterior_)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_fit_that_diverges_under_heavy_weights_names_them():
+    # A row of weight w enters as w observations of it: at 1e6 each step refits its row and
+    # the filter diverges. The error must point at the weights, not only at sigma0; with
+    # weights of 1 the same rows fit.
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = BONGClassifier(hidden_layer_sizes=(8,), random_state=0)
+    with pytest.raises(FloatingPointError, match=r"row weights reach 1e\+06: a row of weight w enters as w"):
+        clf.fit(X, y, sample_weight=np.full(150, 1e6))
+    with pytest.raises(FloatingPointError, match=r"row weights \(sample_weight times class_weight\) reach 1e\+06"):
+        clf.set_params(class_weight={0: 1e6, 1: 1e6, 2: 1e6}).fit(X, y)
+    assert clf.set_params(class_weight=None).fit(X, y, sample_weight=np.ones(150)).score(X, y) > 0.8

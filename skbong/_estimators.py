@@ -842,8 +842,10 @@ class _BaseBONG(BaseEstimator):
             key = _stream_key(seed, 0, config.estimator)
             adaptive = config.dynamics.adaptive_obs_noise
             calibrated = config.dynamics.innovation_scale
-            # Sums of the normalised squared innovations of this call, per member and output.
+            # Sums of the normalised squared innovations of this call, per member and output, and
+            # the total row weight before each pass (earlier calls included).
             innovations = np.zeros((1 if grid is None else grid.size, Y.shape[1]))
+            passes_weight = 0.0 if reset or not calibrated else self._innovation_weight
             if grid is not None:
                 if adaptive and not reset and "_member_obs_noise" in self.__dict__:
                     obs_noise = self._member_obs_noise  # each member goes on with its own estimate
@@ -883,10 +885,15 @@ class _BaseBONG(BaseEstimator):
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
                 ws = sample_weight if order is None or sample_weight is None else sample_weight[order]
+                # The records of a calibrated noise are scored at the scale fitted to the rows before each.
+                start = None
+                if calibrated:
+                    start = (innovations + (0.0 if reset else self._innovation_sum), passes_weight)
                 if grid is None:
                     out = run_filter(
                         config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed, record),
                         sample_weight=ws, callback=progress, latent_prior=latent, return_valid=True,
+                        innovation_start=None if start is None else (start[0][0], start[1]),
                     )
                     state, log_prob, prediction = out[:3]
                     belief_valid = out[-1]
@@ -896,7 +903,7 @@ class _BaseBONG(BaseEstimator):
                         innovations = innovations + out[3][None]
                 else:
                     state, hyper, belief_valid, member_innovations = self._run_members(
-                        config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress
+                        config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress, start
                     )
                     innovations = innovations + member_innovations
                     # averaged chunk by chunk as the pass ran
@@ -905,6 +912,7 @@ class _BaseBONG(BaseEstimator):
                 predictions.append(prediction)
                 health = update_health(health, self._likelihood, ys, log_prob, prediction)
                 n_seen += X.shape[0]
+                passes_weight += X.shape[0] if ws is None else float(np.sum(ws))
             if grid is None:
                 valid = bool(belief_valid)
                 chosen = 0
@@ -1107,10 +1115,14 @@ class _BaseBONG(BaseEstimator):
             self.__dict__.pop("prequential_prediction_", None)
         return obs_noise
 
-    def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
+    def _run_members(
+        self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress, innovation_start
+    ):
         """One pass of the sweep over prior scales, in pieces of one compiled chunk, after
         each of which ``progress`` applies Occam's window: a scale dropped, or one whose
         predictions broke down (log-evidence -inf), keeps its belief and runs no more.
+        ``innovation_start`` (calibrated noise, else None): the members' sums of normalised
+        squared innovations ``(K, C)`` and the rows' total weight before ``X``.
 
         Returns the members' beliefs, ``hyper`` (with the noise estimates), whether each
         member's belief is valid, and the members' sums of normalised squared innovations
@@ -1126,6 +1138,10 @@ class _BaseBONG(BaseEstimator):
                 self._predict_key(seed, record), sample_weight=None if sample_weight is None else sample_weight[rows],
                 callback=partial(progress, offset=start), latent_prior=latent, return_valid=True,
                 active=active,  # always a mask: one compiled program before and after a scale drops out
+                innovation_start=None if innovation_start is None else (
+                    innovation_start[0] + innovations,
+                    np.full(len(innovations), innovation_start[1] + (start if sample_weight is None else sample_weight[:start].sum())),
+                ),
             )
             state, valid = out[0], out[-1]
             if adaptive:
@@ -1802,9 +1818,11 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         + _HISTORY_DOC
         + """    prequential_log_prob_ : ndarray of shape (n_recorded,)
         With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` (a density in the units
-        of ``y``) under the linearised predictive of :meth:`predict` for each observation, evaluated before it updated
-        the posterior, in the order absorbed, accumulated over the calls made with
-        ``prequential=True`` since ``fit``; a call with ``prequential=False`` removes it.
+        of ``y``) under the linearised predictive of :meth:`predict` for each observation,
+        evaluated before it updated the posterior (with ``obs_noise="calibrated"``, at the
+        scale ``c`` fitted to the rows before it, as :meth:`predict` would have been), in
+        the order absorbed, accumulated over the calls made with ``prequential=True``
+        since ``fit``; a call with ``prequential=False`` removes it.
     prequential_prediction_ : ndarray of shape (n_recorded,) or (n_recorded, n_outputs)
         The matching one-step-ahead predictive means.
 

@@ -265,6 +265,29 @@ def test_regressor_calibrated_noise_finds_the_noise_level(noise_std):
     assert noise_std**2 / 1.2 < reg.obs_noise_[0] < 1.5 * noise_std**2
 
 
+@pytest.mark.parametrize("family", ["fc", "dlr"])
+def test_regressor_calibrated_records_are_the_predictions_of_predict(linear_stream, family):
+    """The prequential record of a row is the density that ``predict(X, return_std=True)``
+    of the estimator fitted on the rows before it gives: with the calibrated noise, at the
+    scale ``c`` fitted so far, not at the filter's ``R_0`` (the noise is far above
+    ``0.1 Var(y)`` here, so the two differ by nats per row)."""
+    X, y = linear_stream
+    y = y + 2.0 * np.random.default_rng(5).normal(size=y.shape)
+    params = dict(hidden_layer_sizes=(4,), family=family, dtype="float64", shuffle=False, random_state=0,
+                  prequential=True)
+    stepwise = BONGRegressor(**params).fit(X[:100], y[:100])
+    assert stepwise.noise_scale_ > 2
+    expected = []
+    for i in range(100, 130):
+        mean, std = stepwise.predict(X[i : i + 1], return_std=True)
+        expected.append(-0.5 * np.log(2 * np.pi * std[0] ** 2) - 0.5 * (y[i] - mean[0]) ** 2 / std[0] ** 2)
+        stepwise.partial_fit(X[i : i + 1], y[i : i + 1])
+    np.testing.assert_allclose(stepwise.prequential_log_prob_[100:], expected, rtol=1e-9)
+    # One call over the same rows records the same densities.
+    whole = BONGRegressor(**params).fit(X[:100], y[:100]).partial_fit(X[100:130], y[100:130])
+    np.testing.assert_allclose(whole.prequential_log_prob_, stepwise.prequential_log_prob_, rtol=1e-9)
+
+
 def test_regressor_calibrated_noise_partial_fit_equals_fit(linear_stream):
     X, y = linear_stream
     params = dict(hidden_layer_sizes=(4,), dtype="float64", shuffle=False, random_state=0, obs_noise="calibrated")

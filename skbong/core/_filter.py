@@ -296,7 +296,7 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
 
 def _scan_stream(
     config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent,
-    n_steps, static_belief, check_valid,
+    n_steps, static_belief, check_valid, innovation_start=None,
 ):
     """The scan of one filter over the first ``n_steps`` steps of ``xs, ys, weights`` (not
     jitted on its own); the later steps are padding of the compiled length. With
@@ -304,7 +304,9 @@ def _scan_stream(
 
     Returns the final belief (with the final noise estimate when the dynamics estimate
     it), the records (zero for the padding steps) and, with ``check_valid``, whether the
-    final belief is valid (``family.is_valid``; else None)."""
+    final belief is valid (``family.is_valid``; else None). With ``innovation_scale``,
+    ``innovation_start`` holds the sums over the rows before these of the normalised
+    squared innovations (per output) and of the row weights (see :func:`run_filter`)."""
     family, dynamics = config.family, config.dynamics
     rows_per_step = xs.shape[1]
 
@@ -343,6 +345,8 @@ def _scan_stream(
                 return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, step_hyper.obs_noise, record_key)
+            if dynamics.innovation_scale:
+                predictive = predictive._replace(var=_innovation_scale(innovation_start, noise, y.shape[-1]) * predictive.var)
             return predictive.log_prob(y), predictive.mean
 
         def innovations(prior, x, y, m):
@@ -370,8 +374,8 @@ def _scan_stream(
         # and a predict step that changes nothing (static dynamics) copies nothing: for a
         # dense covariance that copy was a pass over P^2 entries per step.
         state, out, prior_mean, terms = jax.lax.cond(jnp.any(m > 0), step, skip, state, x, y, m, step_key)
-        if dynamics.innovation_scale:  # the carried sum of the normalised squared innovations
-            noise = noise + terms
+        if dynamics.innovation_scale:  # the carried sums of the normalised squared innovations and weights
+            noise = (noise[0] + terms, noise[1] + jnp.sum(m))
         elif dynamics.adaptive_obs_noise:
             # LO-FI Eq. 66 with the residual of the plug-in prediction at mu_{t|t-1}.
             residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior_mean, x))
@@ -381,8 +385,8 @@ def _scan_stream(
     noise = hyper.obs_noise
     if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
         noise = jnp.broadcast_to(noise, ys.shape[-1:])
-    elif dynamics.innovation_scale:  # this call's sum, per output
-        noise = jnp.zeros(ys.shape[-1:], ys.dtype)
+    elif dynamics.innovation_scale:  # this call's sums, per output, and of the row weights
+        noise = (jnp.zeros(ys.shape[-1:], ys.dtype), jnp.zeros((), ys.dtype))
     carry = (state, jnp.asarray(t0, jnp.int32), noise)
     block_steps, width = _deferral(config, state, xs, ys, weights, hyper, key)
     if block_steps > 1:
@@ -390,7 +394,21 @@ def _scan_stream(
     else:
         (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
     valid = family.is_valid(state) if check_valid else None
+    if dynamics.innovation_scale:
+        noise = noise[0]
     return ((state, noise) if _carries_noise(dynamics) else state), out, valid
+
+
+def _innovation_scale(start, running, n_outputs: int):
+    """The scale ``c = (1 + S) / (1 + C N)`` of the predictive variances before a step:
+    ``S`` the sum of the normalised squared innovations and ``N`` the total row weight of
+    the rows before it, ``start`` (earlier calls and chunks) plus ``running`` (this one's),
+    each a pair ``(S per output, N)``. The maximum-likelihood scale with one
+    pseudo-observation at ``c = 1``, as the regressor's ``noise_scale_`` (``innovation_terms``
+    explains why it scales every predictive variance)."""
+    terms = jnp.sum(start[0]) + jnp.sum(running[0])
+    weight = start[1] + running[1]
+    return (1.0 + terms) / (1.0 + n_outputs * weight)
 
 
 def _carries_noise(dynamics) -> bool:
@@ -484,11 +502,12 @@ def _prefix_scan(body, carry, xs, n_steps):
 @_jit(static_argnames=("config", "record", "static_belief", "check_valid"))
 def _scan(
     config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent, n_steps,
-    static_belief, check_valid,
+    static_belief, check_valid, innovation_start=None,
 ):
     _TRACES["filter"] += 1
     return _scan_stream(
-        config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief, check_valid
+        config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief, check_valid,
+        innovation_start,
     )
 
 
@@ -531,19 +550,20 @@ def _sweep_scan(
     hyper_axes,
     vectorize,
     active=None,
+    innovation_start=None,
 ):
     _TRACES["sweep"] += 1
 
-    def run_member(state, hyper, key, latent):
+    def run_member(state, hyper, key, latent, innovation_start):
         return _scan_stream(
             config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief,
-            check_valid,
+            check_valid, innovation_start,
         )
 
-    def frozen_member(state, hyper, key, latent):
+    def frozen_member(state, hyper, key, latent, innovation_start):
         # What a member left out returns: its belief (and noise estimate) as they were,
         # records of NaN ("not computed").
-        records = jax.eval_shape(run_member, state, hyper, key, latent)[1]
+        records = jax.eval_shape(run_member, state, hyper, key, latent, innovation_start)[1]
         records = jax.tree_util.tree_map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), records)
         belief = state
         if config.dynamics.adaptive_obs_noise:
@@ -552,30 +572,30 @@ def _sweep_scan(
             belief = (state, jnp.zeros(ys.shape[-1:], ys.dtype))
         return belief, records, config.family.is_valid(state) if check_valid else None
 
-    def one_member(state, hyper, key, latent, is_active):
+    def one_member(state, hyper, key, latent, is_active, innovation_start):
         if is_active is None:
-            return run_member(state, hyper, key, latent)
+            return run_member(state, hyper, key, latent, innovation_start)
         # Inside lax.map a real branch: a member left out costs nothing. Under vmap both
         # branches run and the result is selected.
-        return jax.lax.cond(is_active, run_member, frozen_member, state, hyper, key, latent)
+        return jax.lax.cond(is_active, run_member, frozen_member, state, hyper, key, latent, innovation_start)
 
     if vectorize:
         # The data and the step count are shared: the lax.cond on the weights stays a cond.
         # Shared hyperparameters stay unbatched, so branches chosen by their values (the DLR
         # predict step's lax.switch on q and gamma) are still taken, not all evaluated.
-        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0, 0, 0))(
-            states, hypers, keys, latents, active
+        return jax.vmap(one_member, in_axes=(0, Hyperparameters(*hyper_axes), 0, 0, 0, 0))(
+            states, hypers, keys, latents, active, innovation_start
         )
     varying = Hyperparameters(*(h if axis == 0 else None for h, axis in zip(hypers, hyper_axes)))
 
     def member(args):
-        state, values, key, latent, is_active = args
+        state, values, key, latent, is_active, innovation_start = args
         return one_member(
             state, Hyperparameters(*(v if v is not None else h for v, h in zip(values, hypers))), key, latent,
-            is_active,
+            is_active, innovation_start,
         )
 
-    return jax.lax.map(member, (states, varying, keys, latents, active))
+    return jax.lax.map(member, (states, varying, keys, latents, active, innovation_start))
 
 
 def _bucket(n_steps: int) -> int:
@@ -597,6 +617,7 @@ def run_filter(
     callback=None,
     latent_prior: LatentPrior | None = None,
     return_valid: bool = False,
+    innovation_start: tuple | None = None,
 ):
     """Update the belief ``state`` with observations ``(X, Y)`` in order.
 
@@ -641,6 +662,15 @@ def run_filter(
     return_valid : bool, default=False
         Also return :func:`belief_is_valid` of the updated belief, computed by the call's
         last compiled program rather than by one of its own.
+    innovation_start : tuple, optional
+        With ``config.dynamics.innovation_scale``: ``(S, N)``, the sum of the normalised
+        squared innovations (per output, shape ``(C,)``) and the total weight of the rows
+        the belief has absorbed before ``X``; default ``(0, 0)``. Each row's record is
+        then that of the model whose prior covariance and noise are both scaled by
+        ``c = (1 + S') / (1 + C N')``, ``S'`` and ``N'`` those sums over the rows before
+        its step: the maximum-likelihood scale so far, which
+        ``BONGRegressor(obs_noise="calibrated")`` predicts with (the belief itself is the
+        filter's at scale 1, see :class:`~skbong.core.Dynamics`).
 
     Returns
     -------
@@ -665,7 +695,7 @@ def run_filter(
     latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
         _scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0, sample_weight, callback,
-        latent_prior, return_valid,
+        latent_prior, return_valid, innovation_start,
     )
 
 
@@ -686,6 +716,7 @@ def run_sweep(
     latent_prior: LatentPrior | None = None,
     return_valid: bool = False,
     active=None,
+    innovation_start: tuple | None = None,
 ):
     """Run ``K`` filters side by side on the same stream, in one compiled scan.
 
@@ -735,6 +766,9 @@ def run_sweep(
         estimate) unchanged and gets records of NaN. Run one after the other (a CPU's
         default) it costs nothing; vectorised, its steps are computed and discarded.
         ``sigma0="auto"`` leaves out the prior scales its Occam's window has dropped.
+    innovation_start : tuple, optional
+        As for :func:`run_filter`, per member: sums of shape ``(K, C)`` and ``(K,)`` (or
+        shared, broadcast).
 
     Returns
     -------
@@ -780,7 +814,7 @@ def run_sweep(
     latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
         scan, config, states, X, Y, hypers, batch_size, keys, n_seen, record, record_key, 1, sample_weight, callback,
-        latent_prior, return_valid,
+        latent_prior, return_valid, innovation_start,
     )
 
 
@@ -862,7 +896,7 @@ def _init_members(family, mean0, sigma0):
 
 def _run_chunks(
     scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent,
-    check_valid,
+    check_valid, innovation_start=None,
 ):
     """Feed ``(X, Y)`` and the row weights to the jitted ``scan`` in bucket-sized chunks;
     ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
@@ -880,7 +914,7 @@ def _run_chunks(
         return jax.block_until_ready(
             _run_chunks_unchecked(
                 scan, config, state, X, Y, hyper, rows_per_step, key, n_seen, record, record_key, n_lead, weights,
-                callback, latent, check_valid,
+                callback, latent, check_valid, innovation_start,
             )
         )
     except jax.errors.JaxRuntimeError as error:
@@ -917,13 +951,18 @@ def _step_rows(n_rows: int, batch_size: int, config: FilterConfig) -> int:
 
 def _run_chunks_unchecked(
     scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent,
-    check_valid,
+    check_valid, innovation_start,
 ):
     """:func:`_run_chunks` for ``batch_size`` rows per step, without the memory check."""
     dtype = state.mean.dtype
     adaptive = config.dynamics.adaptive_obs_noise
     innovation_sum = 0.0 if config.dynamics.innovation_scale else None
     weights = _row_weights(weights, X.shape[0], dtype)
+    if innovation_sum is not None:  # the sums before each chunk, for the scale of its records
+        lead_shape = state.mean.shape[:n_lead]
+        terms, weight = (0.0, 0.0) if innovation_start is None else innovation_start
+        start_terms = np.broadcast_to(np.asarray(terms, np.float64), (*lead_shape, Y.shape[1]))
+        start_weight = np.broadcast_to(np.asarray(weight, np.float64), lead_shape)
     if record_key is None:
         record_key = default_key(record)
     static_belief = _is_static(config, hyper)
@@ -956,6 +995,9 @@ def _run_chunks_unchecked(
             length,
             static_belief,
             check_valid,
+            innovation_start=None if innovation_sum is None else (
+                np.asarray(start_terms + innovation_sum, dtype), np.asarray(start_weight + weights[: rows.start].sum(), dtype)
+            ),
         )
         if adaptive:  # the noise estimate goes on to the next chunk
             state, noise = state
@@ -979,7 +1021,6 @@ def _run_chunks_unchecked(
             callback(min(start * batch_size, X.shape[0]), records[-1] if record is not None else None)
     extra = (hyper.obs_noise,) if adaptive else ()
     if innovation_sum is not None:
-        lead_shape = state.mean.shape[:n_lead]
         extra = (np.broadcast_to(innovation_sum, (*lead_shape, Y.shape[1])).copy(),)
     if check_valid:
         # A chunk's flag is that of the belief it ends with; without rows, that given.

@@ -17,6 +17,7 @@ from skbong.core import (
     Dynamics,
     Hyperparameters,
     LatentPrior,
+    LinearizedGaussian,
     init_sweep,
     belief_is_valid,
     make_config,
@@ -253,6 +254,54 @@ def test_innovation_sum_matches_dense_ekf(n_out, x64):
     state, second = run_filter(config, state, X[6:], Y[6:], hyper, n_seen=6, sample_weight=weights[6:])
     np.testing.assert_allclose(np.sum(first + second), total, rtol=1e-9)
     np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("n_out", [1, 2])
+@pytest.mark.parametrize("sweep", [False, True])
+def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64):
+    """With ``innovation_scale`` each row is scored by the model whose prior covariance and
+    noise are both scaled by ``c = (1 + S) / (1 + C N)``, ``S`` and ``N`` the sums of the
+    normalised squared innovations and of the row weights before it (earlier calls given
+    by ``innovation_start``): ``N(f, c (diag(h Sigma h^T) + R))`` around a dense EKF."""
+    apply, n_params = network(n_out)
+    X, Y = stream(15, n_out, seed=9)
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, size=15)
+    weights[[2, 9]] = 0.0
+    sigma0, noise = 0.6, 0.3
+    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
+    mean, cov, terms, weight, expected = mean0.copy(), sigma0**2 * np.eye(n_params), 0.0, 0.0, []
+    for x, y, w in zip(X, Y, weights):
+        h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
+        residual = y - np.asarray(apply(mean, x[None])[0])
+        var = ((1 + terms) / (1 + n_out * weight)) * (np.diag(h @ cov @ h.T) + noise)
+        expected.append(-0.5 * np.sum(np.log(2 * np.pi * var) + residual**2 / var))
+        if w == 0:
+            continue
+        terms += residual @ np.linalg.solve(h @ cov @ h.T + noise / w * np.eye(n_out), residual)
+        weight += w
+        mean, cov = dense_ekf_update(apply, mean, cov, x, y, noise / w)
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(innovation_scale=True))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    hyper = Hyperparameters(noise, 1.0, 0.0)
+    record = LinearizedGaussian()
+    if sweep:  # two members, the same filter: each gets its own sums
+        state = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), state)
+        run = lambda *args, start, **kw: run_sweep(*args, innovation_start=start, **kw)  # noqa: E731
+        lift = lambda a: np.stack([a, a])  # noqa: E731
+    else:
+        run = lambda *args, start, **kw: run_filter(*args, innovation_start=start, **kw)  # noqa: E731
+        lift = lambda a: a  # noqa: E731
+    state, first, _, first_sum = run(
+        config, state, X[:6], Y[:6], hyper, record=record, sample_weight=weights[:6], start=None
+    )
+    state, second, _, _ = run(
+        config, state, X[6:], Y[6:], hyper, n_seen=6, record=record, sample_weight=weights[6:],
+        start=(first_sum, lift(np.asarray(weights[:6].sum()))),
+    )
+    records = np.concatenate([first, second], axis=-1)
+    for member in records.reshape(-1, 15):
+        np.testing.assert_allclose(member, expected, rtol=1e-9)
 
 
 @pytest.mark.parametrize("family", ["fc", "diag", "dlr"])

@@ -334,6 +334,11 @@ def _device_memory() -> tuple[int | None, str]:
     return limit, "this host" if device.platform == "cpu" else name
 
 
+def _either(remedies: list[str]) -> str:
+    """``"a, b or c"``: remedies joined as alternatives."""
+    return remedies[0] if len(remedies) == 1 else ", ".join(remedies[:-1]) + " or " + remedies[-1]
+
+
 def _same_sigma0(a, b) -> bool:
     """Whether two values of the sigma0 parameter (float, "auto", array-like or None) agree."""
     if a is None or b is None or isinstance(a, str) or isinstance(b, str):
@@ -772,6 +777,7 @@ class _BaseBONG(BaseEstimator):
         squeeze: bool = False,
         y_loc_scale: tuple[np.ndarray, np.ndarray] | None = None,
         sample_weight: np.ndarray | None = None,
+        target_advice: str = "",
     ) -> np.ndarray:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
@@ -779,8 +785,10 @@ class _BaseBONG(BaseEstimator):
         failed call leaves the estimator as it was. ``y_loc_scale`` is the ``(mean,
         scale)`` with which the regressor standardised ``Y``: the prequential record is
         mapped back to the user's units with it. ``sample_weight`` (validated, or None)
-        tempers each row's likelihood. Returns the observation noise after the call (the
-        online estimate when the regressor estimates it, else ``obs_noise``), per output.
+        tempers each row's likelihood. ``target_advice`` ends the health messages (the
+        regressor's, when the scale of ``y`` could not be estimated). Returns the
+        observation noise after the call (the online estimate when the regressor estimates
+        it, else ``obs_noise``), per output.
         """
         # A RandomState costs more than a one-row step: only fit and a first call need one.
         rng = check_random_state(self.random_state) if reset or shuffle else None
@@ -924,11 +932,13 @@ class _BaseBONG(BaseEstimator):
                 chosen = int(np.argmax(evidence))
                 state = jax.tree_util.tree_map(lambda leaf: leaf[chosen], members)
         scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
-        # A smaller inflation_alpha is a remedy too: simple inflation widens, without bound,
-        # the variance of every direction the data do not constrain.
-        inflation_hint = (
-            f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
+        # Remedies besides sigma0 and the inputs: a smaller learning rate where one acts, and a
+        # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
+        # direction the data do not constrain).
+        other_remedies = (["lower the learning rate"] if self.algorithm != "bong" else []) + (
+            [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
         )
+        inflation_hint = f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
         # What beyond sigma0 may have made the steps overshoot: the dynamics, or weights above
         # 1 (a row of weight w enters as w observations of it).
         heaviest = 0.0 if sample_weight is None else float(np.max(sample_weight, initial=0.0))
@@ -951,11 +961,13 @@ class _BaseBONG(BaseEstimator):
                     f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
                     "family='fc', 'diag' or 'dlr'."
                     if self.family in ("fc_mom", "diag_mom")
-                    else f"The prior is too wide for this network and data: lower sigma0 ({scales}), "
-                    f"lower the learning rate{inflation_hint} or scale the inputs."
+                    else "The prior is too wide for this network and data: "
+                    + _either([f"lower sigma0 ({scales})", *other_remedies, "scale the inputs"])
+                    + "."
                 )
                 + dynamics_advice
                 + weight_advice
+                + target_advice
             )
         if grid is not None:
             prior_scale = float(grid[chosen])
@@ -987,12 +999,18 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
                 + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state. "
-                f"Lower sigma0 ({scales}; sigma0^2 times the squared size of the network's gradients must stay "
-                "near the observation noise), scale the inputs (e.g. StandardScaler), or lower the learning rate"
-                + inflation_hint
+                + _either(
+                    [
+                        f"Lower sigma0 ({scales}; sigma0^2 times the squared size of the network's gradients must "
+                        "stay near the observation noise)",
+                        "scale the inputs (e.g. StandardScaler)",
+                        *other_remedies,
+                    ]
+                )
                 + "."
                 + dynamics_advice
                 + weight_advice
+                + target_advice
             )
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -1063,7 +1081,7 @@ class _BaseBONG(BaseEstimator):
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
                 f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
                 "prior mean, where a prior that suits the data gives at most about 1. The fit is likely "
-                f"degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the inputs.",
+                f"degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the inputs." + target_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1076,7 +1094,8 @@ class _BaseBONG(BaseEstimator):
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
                 f"({scales}), scale the inputs{inflation_hint}, or average over the posterior (predictive='probit')."
                 + dynamics_advice
-                + weight_advice,
+                + weight_advice
+                + target_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1100,7 +1119,8 @@ class _BaseBONG(BaseEstimator):
                 "diverges)"
                 + (", another learning_rate" if self.algorithm != "bong" else "")
                 + " or scale the inputs."
-                + dynamics_advice,
+                + dynamics_advice
+                + target_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1974,12 +1994,26 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             else:
                 obs_noise = np.full(Y.shape[1], float(self.obs_noise))
             y_is_1d = y.ndim == 1
+            # One row (of positive weight) shows no spread: the scale of y is taken as 1.
+            scale_guessed = np.count_nonzero(np.ones(Y.shape[0]) if sample_weight is None else sample_weight) < 2
+            if scale_guessed:
+                warnings.warn(
+                    f"{type(self).__name__} standardises y with the mean and standard deviation of the targets of "
+                    "its first fit or partial_fit call, and this one has a single row: y is only centred, its "
+                    "scale taken as 1. If y is not of order 1, the prior and the observation noise are "
+                    "mis-scaled for good (the fit overshoots or learns nothing): give the first call several "
+                    "rows, or standardise y yourself (TransformedTargetRegressor with StandardScaler; in river, "
+                    "preprocessing.TargetStandardScaler).",
+                    UserWarning,
+                    stacklevel=4,
+                )
         else:
             if Y.shape[1] != self.obs_noise_.shape[0]:
                 raise ValueError(
                     f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
                 )
             loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
+            scale_guessed = self.__dict__.get("_y_scale_guessed", False)
             if self._calibrated_noise:  # the filter goes on at the noise it started with
                 obs_noise = obs_noise / self.noise_scale_
         final_noise = self._fit_stream(
@@ -1992,6 +2026,12 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             squeeze=y_is_1d,
             y_loc_scale=(loc, scale),
             sample_weight=sample_weight,
+            target_advice=(
+                " The scale of y came from a first call of one row and was taken as 1: if y is not of order 1, "
+                "refit with several rows in the first call or standardise y yourself."
+                if scale_guessed
+                else ""
+            ),
         )
         if self._adaptive_obs_noise:
             self.obs_noise_ = final_noise * scale**2
@@ -2000,6 +2040,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         else:
             self.obs_noise_ = obs_noise
         self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
+        self._y_scale_guessed = scale_guessed
 
     @property
     def _adaptive_obs_noise(self) -> bool:

@@ -311,6 +311,23 @@ def test_regressor_calibrated_noise_with_auto_sigma0_is_the_chosen_scales(linear
     np.testing.assert_allclose(auto.predict(X[300:], return_std=True)[1], single.predict(X[300:], return_std=True)[1], rtol=1e-5)
 
 
+def test_regressor_first_call_of_one_row_says_the_scale_of_y_is_unknown():
+    """A first ``partial_fit`` of one row (river's ``learn_one``) cannot standardise y: it
+    says so at once, and a fit that then fails on targets far from unit scale names that
+    cause beside the usual remedies. A first call of several rows says nothing."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    y = 80 * (X @ rng.normal(size=5)) / np.sqrt(5) + 150 + 20 * rng.normal(size=300)
+    reg = BONGRegressor(hidden_layer_sizes=(4,), random_state=0)
+    with pytest.warns(UserWarning, match="single row"):
+        reg.partial_fit(X[:1], y[:1])
+    with pytest.raises(FloatingPointError, match="first call of one row"):
+        reg.partial_fit(X[1:200], y[1:200])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BONGRegressor(hidden_layer_sizes=(4,), random_state=0).partial_fit(X[:200], y[:200])
+
+
 def test_regressor_auto_noise_stays_a_tenth_of_the_first_calls_variance(linear_stream):
     """``obs_noise="auto"``: the paper's fixed ``R = 0.1 Var(y)`` of the first call, in the
     user's units, and no fitted scale."""

@@ -29,7 +29,8 @@ from networks import FeatureConv
 
 def _slow_scores(likelihood, Y, model):
     """Model and constant-predictor log-probabilities of the rows after the burn-in, one
-    row at a time; the burn-in rows only teach the constant predictor."""
+    row at a time; the burn-in rows are not scored, but teach the constant predictor and
+    (Gaussian) the variance of the model's residuals."""
     out = []
     if likelihood == "categorical":
         counts = np.zeros(Y.shape[1])
@@ -47,6 +48,7 @@ def _slow_scores(likelihood, Y, model):
         n = len(seen)
         if i < BURN_IN:
             seen.append(row)
+            residuals.append((row - mean_row) ** 2)
             continue
         mean = np.mean(seen, axis=0)
         var = np.mean([(v - mean) ** 2 for v in seen], axis=0) + (0 if n > 1 else 1)
@@ -178,6 +180,25 @@ def test_a_regressor_on_pure_noise_warns_that_it_is_not_learning():
     X, y = rng.normal(size=(300, 4)), rng.normal(size=300)
     with pytest.warns(ConvergenceWarning, match="not learning.*running mean and variance"):
         BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X, y)
+
+
+def test_a_regressor_learning_in_raw_units_is_not_called_diverged():
+    """A stream of one-row calls leaves y unstandardised (scale 1) with targets of order 50:
+    the first rows miss by tens of units while the filter learns. The burn-in's residuals
+    teach the model's residual variance, as the targets teach the constant's, so those
+    misses are scored against residuals of their own size; with a residual variance seeded
+    at 1 alone, the check called this learning filter diverged at its first verdict and
+    refused every later row."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 4)
+    y = 50 * X @ np.array([1.0, -0.5, 0.3, 0.8]) + rng.randn(300)
+    reg = BONGRegressor(hidden_layer_sizes=(8,), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the first call's scale of y is unknown
+        for i in range(250):
+            reg.partial_fit(X[i : i + 1], y[i : i + 1])
+    assert reg.t_ == 250
+    assert reg.score(X[250:], y[250:]) > 0.9
 
 
 def test_a_lasting_condition_is_warned_once_per_stream():

@@ -12,8 +12,8 @@ online too,
   ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets).
 
 For a Gaussian likelihood the model is scored by its one-step-ahead *means* under a
-Gaussian whose variance is the running mean square of its own past residuals (same
-pseudo-observation, and the same rows: the burn-in's too), not by its own predictive variance: the observation noise ``R`` the
+Gaussian whose variance is the running mean square of its own past residuals (with one
+pseudo-residual, the variance of y over the burn-in), not by its own predictive variance: the observation noise ``R`` the
 filter runs at is a modelling choice (``0.1 Var(y)`` by default, calibrated only after the
 call) that is often far too small for noisy data, and
 the test must tell a misspecified noise level from a diverged mean. The excess is then
@@ -149,7 +149,8 @@ class StreamHealth(NamedTuple):
         class; the constant predictor's is the most frequent class so far). Zero otherwise.
     baseline_stats : ndarray
         Categorical: class counts ``(C,)``. Gaussian: ``(4, C)`` pseudo-count, sum and sum of
-        squares of each output, and sum of squares of the model's residuals (every row).
+        squares of each output, and sum of squares of the model's residuals (scored rows, and
+        one pseudo-residual: 1, then from the burn-in's end the variance of y over it).
     """
 
     n_seen: int
@@ -245,10 +246,10 @@ def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarr
     return np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residual_squares])
 
 
-def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray):
+def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, and the statistics
-    after them."""
+    after them; ``n_scored`` rows were scored before."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
@@ -265,9 +266,8 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         squares = stats[2] + np.cumsum(Y**2, axis=0) - Y**2
         mean = total / count
         baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0))
-        # One pseudo-residual of 1, then every row before, the burn-in included: the same
-        # count as the constant predictor's, whose variance learns from those rows too.
-        model = _gaussian_log_probs(Y, model_means, count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
+        model_count = 1 + n_scored + rows_before  # one pseudo-residual, then the scored rows
+        model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
         added = _added_statistics(likelihood, Y, residuals.sum(axis=0))
     no_hits = np.zeros(Y.shape[0])
     return (model, baseline), (no_hits, no_hits), stats + added
@@ -278,18 +278,21 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     """Score a run of observations ``Y`` (in the filter's units) given the model's
     one-step-ahead log-probabilities (categorical) or means (Gaussian) of them."""
     n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
-    # The burn-in rows are not scored; they teach the constant predictor its mean and
-    # variance, and the model the variance of its residuals.
-    burn_in_squares = np.zeros(Y.shape[1])
-    if likelihood != "categorical":
-        with np.errstate(over="ignore", invalid="ignore"):
-            burn_in_squares = np.sum((Y[:n_unscored] - np.asarray(model_means)[:n_unscored]) ** 2, axis=0)
-    stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], burn_in_squares)
+    # The burn-in rows only teach the constant predictor.
+    stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]))
+    if likelihood != "categorical" and health.n_seen < BURN_IN <= health.n_seen + n_unscored:
+        # The model's residual variance starts from one pseudo-residual the size of the
+        # spread of y over the burn-in (the constant predictor's variance then), not from 1:
+        # a y left in raw units (a first call of one row) would otherwise make the first
+        # misses of a learning model cost thousands of nats each.
+        count, total, squares = stats[0], stats[1], stats[2]
+        stats = stats.copy()
+        stats[3] = np.maximum(squares / count - (total / count) ** 2, 1e-12)
     Y = Y[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
     (model, baseline), (model_hits, baseline_hits), stats = _log_probs(
-        likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats
+        likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored
     )
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]

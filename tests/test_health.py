@@ -29,8 +29,8 @@ from networks import FeatureConv
 
 def _slow_scores(likelihood, Y, model):
     """Model and constant-predictor log-probabilities of the rows after the burn-in, one
-    row at a time; the burn-in rows are not scored, but teach the constant predictor and
-    (Gaussian) the variance of the model's residuals."""
+    row at a time; the burn-in rows only teach the constant predictor, whose variance at
+    the burn-in's end is the model's pseudo-residual (Gaussian)."""
     out = []
     if likelihood == "categorical":
         counts = np.zeros(Y.shape[1])
@@ -48,7 +48,8 @@ def _slow_scores(likelihood, Y, model):
         n = len(seen)
         if i < BURN_IN:
             seen.append(row)
-            residuals.append((row - mean_row) ** 2)
+            if i == BURN_IN - 1:  # (sum of squares + the pseudo-observation's 1) / n - mean^2
+                residuals = [(np.sum(np.square(seen), axis=0) + 1) / len(seen) - np.mean(seen, axis=0) ** 2]
             continue
         mean = np.mean(seen, axis=0)
         var = np.mean([(v - mean) ** 2 for v in seen], axis=0) + (0 if n > 1 else 1)
@@ -184,11 +185,10 @@ def test_a_regressor_on_pure_noise_warns_that_it_is_not_learning():
 
 def test_a_regressor_learning_in_raw_units_is_not_called_diverged():
     """A stream of one-row calls leaves y unstandardised (scale 1) with targets of order 50:
-    the first rows miss by tens of units while the filter learns. The burn-in's residuals
-    teach the model's residual variance, as the targets teach the constant's, so those
-    misses are scored against residuals of their own size; with a residual variance seeded
-    at 1 alone, the check called this learning filter diverged at its first verdict and
-    refused every later row."""
+    the first rows miss by tens of units while the filter learns. The model's residual
+    variance starts from the spread of y over the burn-in, so those misses are scored
+    against that size; with a residual variance seeded at 1, the check called this
+    learning filter diverged at its first verdict and refused every later row."""
     rng = np.random.RandomState(0)
     X = rng.randn(300, 4)
     y = 50 * X @ np.array([1.0, -0.5, 0.3, 0.8]) + rng.randn(300)

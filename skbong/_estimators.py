@@ -545,7 +545,15 @@ class _BaseBONG(BaseEstimator):
         if the call raises, whatever writes it (``validate_data`` sets
         ``n_features_in_`` before the data is checked further)."""
         self._check_params()
+        # scikit-learn validates the parameters in fit and a first partial_fit only; here they
+        # may change between partial_fit calls, so they are validated again when one has been
+        # set anew since (an identity test: a few microseconds where validation takes ~150).
+        params = tuple(getattr(self, name) for name in self._parameter_constraints)
+        validated = self.__dict__.get("_validated_params", ())
+        if len(validated) != len(params) or any(a is not b for a, b in zip(validated, params)):
+            self._validate_params()
         saved = self.__dict__.copy()
+        self._validated_params = params
         try:
             yield
         except BaseException:
@@ -602,7 +610,14 @@ class _BaseBONG(BaseEstimator):
         elif isinstance(self.model, nnx.Module):
             module = self.model
         else:
-            module = self.model(n_features, n_outputs, rngs=nnx.Rngs(seed))
+            try:
+                module = self.model(n_features, n_outputs, rngs=nnx.Rngs(seed))
+            except TypeError as error:
+                raise TypeError(
+                    f"model is called as model(n_features, n_outputs, rngs=rngs) to build the network for "
+                    f"{n_features} features and {n_outputs} outputs, and that call failed: {error}. Pass a "
+                    "callable of that signature (e.g. lambda n_in, n_out, rngs: CNN(rngs)) or a module instance."
+                ) from error
             if not isinstance(module, nnx.Module):
                 raise TypeError(
                     "model must be a flax.nnx.Module or a callable model(n_features, n_outputs, rngs=rngs) "
@@ -816,7 +831,18 @@ class _BaseBONG(BaseEstimator):
                 UserWarning,
                 stacklevel=2,
             )
-        if self.algorithm == "bong" and self.learning_rate != 1.0:
+        decay, noise = self.dynamics_decay, self.process_noise
+        if reset and not callable(decay) and decay < 1 and not callable(noise) and noise == 0:
+            # A degenerate model, not a failure the health checks can always see: the belief
+            # grows certain without data and stops learning (r^2 0.002 on diabetes at 0.99).
+            warnings.warn(f"{type(self).__name__}:" + self._dynamics_advice(), UserWarning, stacklevel=3)
+        # Also said once per value: river drives one partial_fit call per row.
+        if (
+            self.algorithm == "bong"
+            and self.learning_rate != 1.0
+            and (reset or self.learning_rate != self.__dict__.get("_ignored_learning_rate"))
+        ):
+            self._ignored_learning_rate = self.learning_rate
             warnings.warn(
                 f"learning_rate={self.learning_rate} has no effect with algorithm='bong', which "
                 "takes the unit natural-gradient step of BONG Eq. 5; learning_rate acts only "
@@ -1359,8 +1385,10 @@ class _BaseBONG(BaseEstimator):
         Parameters
         ----------
         n_samples : int, default=1
-        random_state : int, RandomState instance or None, default=None
-            Seeds the draws (a fresh seed from numpy's global state when None).
+        random_state : int, RandomState or Generator instance, or None, default=None
+            Seeds the draws (a fresh seed from numpy's global state when None); a
+            ``np.random.Generator`` gives one seed per call, so a loop of calls with one
+            generator draws afresh each time.
 
         Returns
         -------
@@ -1372,7 +1400,10 @@ class _BaseBONG(BaseEstimator):
         self._check_structure()
         if not (isinstance(n_samples, Integral) and not isinstance(n_samples, bool) and n_samples >= 1):
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+        if isinstance(random_state, np.random.Generator):
+            seed = int(random_state.integers(np.iinfo(np.int32).max))
+        else:
+            seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
             draws = sample_posterior(config, self._posterior(), n_samples, jax.random.PRNGKey(seed))
@@ -1387,6 +1418,8 @@ class _BaseBONG(BaseEstimator):
             params = params[None]
         if params.ndim != 2 or params.shape[1] != n_params:
             raise ValueError(f"params must have shape (n_draws, {n_params}), got {np.shape(params)}.")
+        if not np.all(np.isfinite(params)):
+            raise ValueError("params contain NaN or infinite weights.")
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
             h = predict_at(config, jnp.asarray(params, self.dtype), X)
@@ -1641,8 +1674,12 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
                 check_classification_targets(y)
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
-                classes = np.unique(np.asarray(classes))
-                self._check_two_classes(classes)
+                given = classes
+                classes = np.unique(np.asarray(list(classes) if isinstance(classes, (set, frozenset)) else classes))
+                if classes.ndim != 1 or classes.shape[0] < 2:
+                    raise ValueError(
+                        f"classes must list at least 2 labels, one per class the stream can contain; got {given!r}."
+                    )
             else:
                 if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
                     raise ValueError(
@@ -1994,19 +2031,10 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             else:
                 obs_noise = np.full(Y.shape[1], float(self.obs_noise))
             y_is_1d = y.ndim == 1
-            # One row (of positive weight) shows no spread: the scale of y is taken as 1.
+            # One row (of positive weight) shows no spread: the scale of y is taken as 1. That
+            # is said only where the health checks find the fit failing (target_advice): river
+            # users who standardise y themselves (TargetStandardScaler) start every stream so.
             scale_guessed = np.count_nonzero(np.ones(Y.shape[0]) if sample_weight is None else sample_weight) < 2
-            if scale_guessed:
-                warnings.warn(
-                    f"{type(self).__name__} standardises y with the mean and standard deviation of the targets of "
-                    "its first fit or partial_fit call, and this one has a single row: y is only centred, its "
-                    "scale taken as 1. If y is not of order 1, the prior and the observation noise are "
-                    "mis-scaled for good (the fit overshoots or learns nothing): give the first call several "
-                    "rows, or standardise y yourself (TransformedTargetRegressor with StandardScaler; in river, "
-                    "preprocessing.TargetStandardScaler).",
-                    UserWarning,
-                    stacklevel=4,
-                )
         else:
             if Y.shape[1] != self.obs_noise_.shape[0]:
                 raise ValueError(
@@ -2014,6 +2042,19 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                 )
             loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
             scale_guessed = self.__dict__.get("_y_scale_guessed", False)
+            fitted = self.__dict__.get("_fitted_obs_noise", self.obs_noise)  # older pickles: unchanged
+            stateful = ("calibrated", "adaptive")
+            if fitted != self.obs_noise and (fitted in stateful or self.obs_noise in stateful):
+                raise ValueError(
+                    f"obs_noise changed from {fitted!r} to {self.obs_noise!r} after fitting. A "
+                    f"{'calibrated' if 'calibrated' in (fitted, self.obs_noise) else 'adaptive'} noise carries "
+                    "its estimate from the rows seen since fit, which the other setting does not have: call fit "
+                    "to start over with it."
+                )
+            if self.obs_noise == "auto":  # R_0, from the first call's variance of y
+                obs_noise = 0.1 * scale**2
+            elif not isinstance(self.obs_noise, str):  # a fixed R, which may change between calls
+                obs_noise = np.full(Y.shape[1], float(self.obs_noise))
             if self._calibrated_noise:  # the filter goes on at the noise it started with
                 obs_noise = obs_noise / self.noise_scale_
         final_noise = self._fit_stream(
@@ -2041,6 +2082,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             self.obs_noise_ = obs_noise
         self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
         self._y_scale_guessed = scale_guessed
+        if reset:
+            self._fitted_obs_noise = self.obs_noise
 
     @property
     def _adaptive_obs_noise(self) -> bool:

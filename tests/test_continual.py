@@ -8,6 +8,7 @@ that each option does what it is for on a stream that needs it.
 """
 
 import pickle
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -179,6 +180,13 @@ def test_dynamics_that_break_a_fit_are_named_in_its_error_or_warning(digits):
         BONGClassifier(process_noise=1.0, **params).fit(X[:600], y[:600])
     with pytest.raises(InvalidParameterError, match="dynamics_decay"):
         BONGClassifier(dynamics_decay=1.5, **params).fit(X[:50], y[:50])
+    # A fit that starts with such dynamics is told at once: the collapse may be too slow
+    # for the health checks to see in the rows at hand, and the model is degenerate.
+    with pytest.warns(UserWarning, match=r"dynamics_decay=0.99 and no process_noise.*belief collapses"):
+        BONGClassifier(dynamics_decay=0.99, **params).fit(X[:50], y[:50])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        BONGClassifier(dynamics_decay=0.99, process_noise=1e-4, **params).fit(X[:50], y[:50])
 
 
 @pytest.mark.parametrize(

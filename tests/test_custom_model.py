@@ -150,6 +150,10 @@ def test_a_factory_must_return_a_module(digits):
     X, y = digits[0][:20], digits[1][:20]
     with pytest.raises(TypeError, match="returned ndarray"):
         BONGClassifier(model=lambda n_in, n_out, rngs: np.zeros(3)).fit(X, y)
+    # A module class whose constructor takes only rngs (the docs' CNN) is not a factory:
+    # the error says how the factory is called and how to wrap it.
+    with pytest.raises(TypeError, match=r"model\(n_features, n_outputs, rngs=rngs\).*lambda n_in, n_out, rngs"):
+        BONGClassifier(model=lambda rngs: nnx.Linear(64, 10, rngs=rngs)).fit(X, y)
 
 
 class _NormalisedNet(nnx.Module):

@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
+from sklearn.utils._param_validation import InvalidParameterError
 
 from skbong import BONGClassifier, BONGRegressor
 
@@ -88,6 +89,12 @@ def test_unknown_label_raises_and_keeps_state(digits):
     _assert_same_state(before, est.__dict__)
     with pytest.raises(ValueError, match="classes must be passed"):
         BONGClassifier().partial_fit(X_train[:5], y_train[:5])
+    # classes lists the labels: one is too few, whatever y holds, and a set is a list.
+    with pytest.raises(ValueError, match=r"classes must list at least 2 labels.*got \[0\]"):
+        BONGClassifier().partial_fit(X_train[:5], np.zeros(5, int), classes=[0])
+    labels = set(range(10))
+    from_set = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).partial_fit(X_train[:20], y_train[:20], classes=labels)
+    np.testing.assert_array_equal(from_set.classes_, np.arange(10))
 
 
 def test_unstable_moment_update_raises_and_keeps_state():
@@ -311,17 +318,58 @@ def test_regressor_calibrated_noise_with_auto_sigma0_is_the_chosen_scales(linear
     np.testing.assert_allclose(auto.predict(X[300:], return_std=True)[1], single.predict(X[300:], return_std=True)[1], rtol=1e-5)
 
 
+def test_regressor_fixed_obs_noise_may_change_between_partial_fit_calls(linear_stream):
+    """A fixed ``R`` set anew before a ``partial_fit`` acts from that call on: rows at
+    ``R = 400`` are rows at ``R = 25`` tempered by ``w = 25 / 400`` (the likelihood's
+    noise is ``R / w``), so both continuations hold the same posterior."""
+    X, y = linear_stream
+    params = dict(hidden_layer_sizes=(4,), family="fc", dtype="float64", shuffle=False, random_state=0)
+    changed = BONGRegressor(obs_noise=25.0, **params).fit(X[:100], y[:100])
+    changed.set_params(obs_noise=400.0).partial_fit(X[100:200], y[100:200])
+    tempered = BONGRegressor(obs_noise=25.0, **params).fit(X[:100], y[:100])
+    tempered.partial_fit(X[100:200], y[100:200], sample_weight=np.full(100, 25.0 / 400.0))
+    np.testing.assert_array_equal(changed.obs_noise_, [400.0])
+    for a, b in zip(changed.posterior_, tempered.posterior_):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize(("fitted", "changed"), [("auto", "calibrated"), ("calibrated", 0.5), (0.5, "adaptive")])
+def test_regressor_refuses_to_switch_to_or_from_an_estimated_noise_after_fitting(linear_stream, fitted, changed):
+    X, y = linear_stream
+    reg = BONGRegressor(obs_noise=fitted, hidden_layer_sizes=(4,), random_state=0).fit(X[:100], y[:100])
+    before = reg.predict(X[200:], return_std=True)
+    with pytest.raises(ValueError, match="obs_noise changed .* call fit"):
+        reg.set_params(obs_noise=changed).partial_fit(X[100:200], y[100:200])
+    assert reg.t_ == 100
+    np.testing.assert_array_equal(reg.set_params(obs_noise=fitted).predict(X[200:], return_std=True), before)
+
+
+@pytest.mark.parametrize(
+    "bad", [dict(batch_size=0), dict(dynamics_decay=1.5), dict(inflation="simple", inflation_alpha=-0.5)]
+)
+def test_partial_fit_validates_parameters_set_after_fitting(digits, bad):
+    """scikit-learn validates parameters in fit and a first partial_fit only; skbong lets
+    them change between partial_fit calls, so a value set anew is validated then, and the
+    refused call loses nothing."""
+    X, _, y, _ = digits
+    clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X[:100], y[:100])
+    before = clf.predict_proba(X)
+    with pytest.raises(InvalidParameterError):
+        clf.set_params(**bad).partial_fit(X[100:150], y[100:150])
+    assert clf.t_ == 100
+    np.testing.assert_array_equal(clf.predict_proba(X), before)
+
+
 def test_regressor_first_call_of_one_row_says_the_scale_of_y_is_unknown():
-    """A first ``partial_fit`` of one row (river's ``learn_one``) cannot standardise y: it
-    says so at once, and a fit that then fails on targets far from unit scale names that
-    cause beside the usual remedies. A first call of several rows says nothing."""
+    """A first ``partial_fit`` of one row (river's ``learn_one``) cannot standardise y. A
+    fit that then fails on targets far from unit scale (here 1/20 of the noise level taken
+    for them, so nothing is learned) names that cause beside the usual remedies; the same
+    rows with a first call of several rows learn, without a warning."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 5))
-    y = 80 * (X @ rng.normal(size=5)) / np.sqrt(5) + 150 + 20 * rng.normal(size=300)
-    reg = BONGRegressor(hidden_layer_sizes=(4,), random_state=0)
-    with pytest.warns(UserWarning, match="single row"):
-        reg.partial_fit(X[:1], y[:1])
-    with pytest.raises(FloatingPointError, match="first call of one row"):
+    y = 0.05 * (X @ rng.normal(size=5)) / np.sqrt(5) + 0.01 * rng.normal(size=300)
+    reg = BONGRegressor(hidden_layer_sizes=(4,), random_state=0).partial_fit(X[:1], y[:1])
+    with pytest.warns(ConvergenceWarning, match="not learning.*first call of one row"):
         reg.partial_fit(X[1:200], y[1:200])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -623,9 +671,13 @@ def test_learning_rate_with_bong_warns_that_it_has_no_effect():
     X, y = _four_features()
     with pytest.warns(UserWarning, match=r"learning_rate=0.5 has no effect with algorithm='bong'.*Eq. 5"):
         half = BONGClassifier(learning_rate=0.5, random_state=0).fit(X, y)
-    with pytest.warns(UserWarning, match="no effect"):
+    # Said once per value: a stream of partial_fit calls (river: one per row) does not repeat it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         half.partial_fit(X[:5], y[:5])
-    unit = BONGClassifier(random_state=0).fit(X, y).partial_fit(X[:5], y[:5])
+    with pytest.warns(UserWarning, match="learning_rate=0.25 has no effect"):
+        half.set_params(learning_rate=0.25).partial_fit(X[5:10], y[5:10])
+    unit = BONGClassifier(random_state=0).fit(X, y).partial_fit(X[:5], y[:5]).partial_fit(X[5:10], y[5:10])
     for a, b in zip(half.posterior_, unit.posterior_):
         np.testing.assert_array_equal(a, b)
     with warnings.catch_warnings():

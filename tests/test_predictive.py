@@ -267,6 +267,13 @@ def test_predict_with_params_thompson_round():
     np.testing.assert_allclose(at_mean, clf.predict_proba(X), rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="params must have shape"):
         clf.predict_with_params(X, np.zeros((2, 5)))
+    with pytest.raises(ValueError, match="NaN or infinite weights"):
+        clf.predict_with_params(X, np.full_like(theta, np.nan))
+    # A numpy Generator seeds a loop of rounds: each call draws afresh, and the same
+    # generator state gives the same draws.
+    first, second = (clf.sample_params(1, random_state=rng) for rng in [np.random.default_rng(5)] * 2)
+    assert not np.array_equal(first, second)
+    np.testing.assert_array_equal(clf.sample_params(1, random_state=np.random.default_rng(5)), first)
 
 
 # ----------------------------------------------------- 4. prequential records

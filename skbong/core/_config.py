@@ -56,8 +56,9 @@ HESSIANS = {
     "mc_ef": MonteCarloEF,
 }
 _NO_LOW_RANK_FACTOR = (
-    "the seeds leave MC-HESS with DLR undefined for BONG and BLR (BONG Appendix E.5): the SVD "
-    "projection needs a low-rank factor of G, which a Monte-Carlo Hessian does not have"
+    "the seeds leave MC-HESS with DLR (and its spherical variant SLR) undefined for BONG and BLR "
+    "(BONG Appendix E.5): the SVD projection needs a low-rank factor of G, which a Monte-Carlo "
+    "Hessian does not have"
 )
 _DENSE_SANDWICH = (
     "{} (Eqs. {}) needs diag(Sigma G Sigma) of a dense P x P Monte-Carlo Hessian, which defeats "

@@ -69,9 +69,9 @@ class Dynamics:
         e``, ``e = y - f(x, mu_{t|t-1})`` (``innovation_terms``, one entry per output):
         divided by the outputs times the weight of the rows, it is the
         maximum-likelihood scale of the predictive variances (see
-        ``BONGRegressor(obs_noise="calibrated")``). The recorded predictives of each step
-        are scaled by the value of that scale before it (``run_filter``'s
-        ``innovation_start``).
+        ``BONGRegressor(obs_noise="calibrated")``). Given ``run_filter``'s
+        ``innovation_start``, the recorded predictives of each step are scaled by the
+        value of that scale before it.
     """
 
     decay: Callable | None = None

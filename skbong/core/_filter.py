@@ -345,7 +345,7 @@ def _scan_stream(
                 return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, step_hyper.obs_noise, record_key)
-            if dynamics.innovation_scale:
+            if dynamics.innovation_scale and innovation_start is not None:
                 predictive = predictive._replace(var=_innovation_scale(innovation_start, noise, y.shape[-1]) * predictive.var)
             return predictive.log_prob(y), predictive.mean
 
@@ -665,12 +665,13 @@ def run_filter(
     innovation_start : tuple, optional
         With ``config.dynamics.innovation_scale``: ``(S, N)``, the sum of the normalised
         squared innovations (per output, shape ``(C,)``) and the total weight of the rows
-        the belief has absorbed before ``X``; default ``(0, 0)``. Each row's record is
-        then that of the model whose prior covariance and noise are both scaled by
-        ``c = (1 + S') / (1 + C N')``, ``S'`` and ``N'`` those sums over the rows before
+        the belief has absorbed before ``X`` (``(0, 0)`` for a new belief). Each row's
+        record is then that of the model whose prior covariance and noise are both scaled
+        by ``c = (1 + S') / (1 + C N')``, ``S'`` and ``N'`` those sums over the rows before
         its step: the maximum-likelihood scale so far, which
         ``BONGRegressor(obs_noise="calibrated")`` predicts with (the belief itself is the
-        filter's at scale 1, see :class:`~skbong.core.Dynamics`).
+        filter's at scale 1, see :class:`~skbong.core.Dynamics`). Without it the records
+        are the filter's own, at scale 1.
 
     Returns
     -------
@@ -958,11 +959,10 @@ def _run_chunks_unchecked(
     adaptive = config.dynamics.adaptive_obs_noise
     innovation_sum = 0.0 if config.dynamics.innovation_scale else None
     weights = _row_weights(weights, X.shape[0], dtype)
-    if innovation_sum is not None:  # the sums before each chunk, for the scale of its records
-        lead_shape = state.mean.shape[:n_lead]
-        terms, weight = (0.0, 0.0) if innovation_start is None else innovation_start
-        start_terms = np.broadcast_to(np.asarray(terms, np.float64), (*lead_shape, Y.shape[1]))
-        start_weight = np.broadcast_to(np.asarray(weight, np.float64), lead_shape)
+    lead_shape = state.mean.shape[:n_lead]
+    if innovation_start is not None:  # the sums before each chunk, for the scale of its records
+        start_terms = np.broadcast_to(np.asarray(innovation_start[0], np.float64), (*lead_shape, Y.shape[1]))
+        start_weight = np.broadcast_to(np.asarray(innovation_start[1], np.float64), lead_shape)
     if record_key is None:
         record_key = default_key(record)
     static_belief = _is_static(config, hyper)
@@ -995,7 +995,7 @@ def _run_chunks_unchecked(
             length,
             static_belief,
             check_valid,
-            innovation_start=None if innovation_sum is None else (
+            innovation_start=None if innovation_sum is None or innovation_start is None else (
                 np.asarray(start_terms + innovation_sum, dtype), np.asarray(start_weight + weights[: rows.start].sum(), dtype)
             ),
         )

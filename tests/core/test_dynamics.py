@@ -262,18 +262,21 @@ def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64)
     """With ``innovation_scale`` each row is scored by the model whose prior covariance and
     noise are both scaled by ``c = (1 + S) / (1 + C N)``, ``S`` and ``N`` the sums of the
     normalised squared innovations and of the row weights before it (earlier calls given
-    by ``innovation_start``): ``N(f, c (diag(h Sigma h^T) + R))`` around a dense EKF."""
+    by ``innovation_start``): ``N(f, c (diag(h Sigma h^T) + R))`` around a dense EKF;
+    without ``innovation_start``, at ``c = 1``."""
     apply, n_params = network(n_out)
     X, Y = stream(15, n_out, seed=9)
     weights = np.random.default_rng(3).uniform(0.5, 2.0, size=15)
     weights[[2, 9]] = 0.0
     sigma0, noise = 0.6, 0.3
     mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
-    mean, cov, terms, weight, expected = mean0.copy(), sigma0**2 * np.eye(n_params), 0.0, 0.0, []
+    mean, cov, terms, weight, expected, filter_scale = mean0.copy(), sigma0**2 * np.eye(n_params), 0.0, 0.0, [], []
     for x, y, w in zip(X, Y, weights):
         h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
         residual = y - np.asarray(apply(mean, x[None])[0])
-        var = ((1 + terms) / (1 + n_out * weight)) * (np.diag(h @ cov @ h.T) + noise)
+        var = np.diag(h @ cov @ h.T) + noise
+        filter_scale.append(-0.5 * np.sum(np.log(2 * np.pi * var) + residual**2 / var))
+        var = ((1 + terms) / (1 + n_out * weight)) * var
         expected.append(-0.5 * np.sum(np.log(2 * np.pi * var) + residual**2 / var))
         if w == 0:
             continue
@@ -293,7 +296,7 @@ def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64)
         run = lambda *args, start, **kw: run_filter(*args, innovation_start=start, **kw)  # noqa: E731
         lift = lambda a: a  # noqa: E731
     state, first, _, first_sum = run(
-        config, state, X[:6], Y[:6], hyper, record=record, sample_weight=weights[:6], start=None
+        config, state, X[:6], Y[:6], hyper, record=record, sample_weight=weights[:6], start=(0.0, 0.0)
     )
     state, second, _, _ = run(
         config, state, X[6:], Y[6:], hyper, n_seen=6, record=record, sample_weight=weights[6:],
@@ -302,6 +305,11 @@ def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64)
     records = np.concatenate([first, second], axis=-1)
     for member in records.reshape(-1, 15):
         np.testing.assert_allclose(member, expected, rtol=1e-9)
+    # Without a start the records stay the filter's own, at c = 1.
+    fresh = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    fresh = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), fresh) if sweep else fresh
+    unscaled = run(config, fresh, X[:6], Y[:6], hyper, record=record, sample_weight=weights[:6], start=None)[1]
+    np.testing.assert_allclose(unscaled.reshape(-1, 6)[0], filter_scale[:6], rtol=1e-9)
 
 
 @pytest.mark.parametrize("family", ["fc", "diag", "dlr"])

@@ -227,17 +227,22 @@ def test_adaptive_noise_is_gaussian_only():
 
 
 # ------------------------------------------------- normalised innovations (noise scale)
+def _weighted_stream(n_out):
+    """15 rows with weights (two of them zero) and an initial mean for :func:`network`."""
+    apply, n_params = network(n_out)
+    X, Y = stream(15, n_out, seed=9)
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, size=15)
+    weights[[2, 9]] = 0.0
+    return apply, n_params, X, Y, weights, np.random.default_rng(7).normal(scale=0.5, size=n_params)
+
+
 @pytest.mark.parametrize("n_out", [1, 2])
 def test_innovation_sum_matches_dense_ekf(n_out, x64):
     """The sum of ``e^T (h Sigma h^T + R / w)^{-1} e`` over the rows, each row scored at the
     belief before its update, over two calls (each returns its own sum), with row weights
     (some zero); the filter itself is the plain EKF at the fixed ``R``."""
-    apply, n_params = network(n_out)
-    X, Y = stream(15, n_out, seed=9)
-    weights = np.random.default_rng(3).uniform(0.5, 2.0, size=15)
-    weights[[2, 9]] = 0.0
+    apply, n_params, X, Y, weights, mean0 = _weighted_stream(n_out)
     sigma0, noise = 0.6, 0.3
-    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
     mean, cov, total = mean0.copy(), sigma0**2 * np.eye(n_params), 0.0
     for x, y, w in zip(X, Y, weights):
         h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
@@ -264,12 +269,8 @@ def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64)
     normalised squared innovations and of the row weights before it (earlier calls given
     by ``innovation_start``): ``N(f, c (diag(h Sigma h^T) + R))`` around a dense EKF;
     without ``innovation_start``, at ``c = 1``."""
-    apply, n_params = network(n_out)
-    X, Y = stream(15, n_out, seed=9)
-    weights = np.random.default_rng(3).uniform(0.5, 2.0, size=15)
-    weights[[2, 9]] = 0.0
+    apply, n_params, X, Y, weights, mean0 = _weighted_stream(n_out)
     sigma0, noise = 0.6, 0.3
-    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
     mean, cov, terms, weight, expected, filter_scale = mean0.copy(), sigma0**2 * np.eye(n_params), 0.0, 0.0, [], []
     for x, y, w in zip(X, Y, weights):
         h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))

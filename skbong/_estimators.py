@@ -919,18 +919,18 @@ class _BaseBONG(BaseEstimator):
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
                 ws = sample_weight if order is None or sample_weight is None else sample_weight[order]
-                # The records of a calibrated noise are scored at the scale fitted to the rows before
-                # each; a sweep's stay at the filters' shared R_0, whose evidence weighs the prior
-                # scales (each member's own c in it favoured the narrowest scales: test NLPD +7.6% on
-                # UCI energy, +13.6% on yacht in benchmarks/auto_sigma0.py).
-                start = None
-                if calibrated and grid is None:
-                    start = (innovations + (0.0 if reset else self._innovation_sum), passes_weight)
                 if grid is None:
+                    # The records of a calibrated noise are scored at the scale fitted to the rows
+                    # before each. A sweep's stay at the filters' shared R_0, whose evidence weighs
+                    # the prior scales: each member's own c in it favoured the narrowest scales
+                    # (test NLPD +7.6% on UCI energy, +13.6% on yacht; benchmarks/auto_sigma0.py).
+                    start = None
+                    if calibrated:
+                        start = ((innovations + (0.0 if reset else self._innovation_sum))[0], passes_weight)
                     out = run_filter(
                         config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed, record),
                         sample_weight=ws, callback=progress, latent_prior=latent, return_valid=True,
-                        innovation_start=None if start is None else (start[0][0], start[1]),
+                        innovation_start=start,
                     )
                     state, log_prob, prediction = out[:3]
                     belief_valid = out[-1]
@@ -940,7 +940,7 @@ class _BaseBONG(BaseEstimator):
                         innovations = innovations + out[3][None]
                 else:
                     state, hyper, belief_valid, member_innovations = self._run_members(
-                        config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress, start
+                        config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress
                     )
                     innovations = innovations + member_innovations
                     # averaged chunk by chunk as the pass ran
@@ -1164,14 +1164,10 @@ class _BaseBONG(BaseEstimator):
             self.__dict__.pop("prequential_prediction_", None)
         return obs_noise
 
-    def _run_members(
-        self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress, innovation_start
-    ):
+    def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
         """One pass of the sweep over prior scales, in pieces of one compiled chunk, after
         each of which ``progress`` applies Occam's window: a scale dropped, or one whose
         predictions broke down (log-evidence -inf), keeps its belief and runs no more.
-        ``innovation_start`` (calibrated noise, else None): the members' sums of normalised
-        squared innovations ``(K, C)`` and the rows' total weight before ``X``.
 
         Returns the members' beliefs, ``hyper`` (with the noise estimates), whether each
         member's belief is valid, and the members' sums of normalised squared innovations
@@ -1187,10 +1183,6 @@ class _BaseBONG(BaseEstimator):
                 self._predict_key(seed, record), sample_weight=None if sample_weight is None else sample_weight[rows],
                 callback=partial(progress, offset=start), latent_prior=latent, return_valid=True,
                 active=active,  # always a mask: one compiled program before and after a scale drops out
-                innovation_start=None if innovation_start is None else (
-                    innovation_start[0] + innovations,
-                    np.full(len(innovations), innovation_start[1] + (start if sample_weight is None else sample_weight[:start].sum())),
-                ),
             )
             state, valid = out[0], out[-1]
             if adaptive:
@@ -1882,8 +1874,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         evaluated before it updated the posterior (with ``obs_noise="calibrated"``, at the
         scale ``c`` fitted to the rows before it, as :meth:`predict` would have been; with
         ``sigma0="auto"``, the model average of the prior scales' records at the noise
-        ``R_0`` they share, their evidence), in the order absorbed, accumulated over the calls made with ``prequential=True``
-        since ``fit``; a call with ``prequential=False`` removes it.
+        ``R_0`` they share, their evidence), in the order absorbed, accumulated over the
+        calls made with ``prequential=True`` since ``fit``; a call with
+        ``prequential=False`` removes it.
     prequential_prediction_ : ndarray of shape (n_recorded,) or (n_recorded, n_outputs)
         The matching one-step-ahead predictive means.
 

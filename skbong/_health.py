@@ -13,9 +13,9 @@ online too,
 
 For a Gaussian likelihood the model is scored by its one-step-ahead *means* under a
 Gaussian whose variance is the running mean square of its own past residuals (with one
-pseudo-residual, the variance of y over the burn-in), not by its own predictive variance: the observation noise ``R`` the
-filter runs at is a modelling choice (``0.1 Var(y)`` by default, calibrated only after the
-call) that is often far too small for noisy data, and
+pseudo-residual, the variance of y over the burn-in), not by its own predictive variance:
+the observation noise ``R`` the filter runs at is a modelling choice (``0.1 Var(y)`` by
+default, calibrated only after the call) that is often far too small for noisy data, and
 the test must tell a misspecified noise level from a diverged mean. The excess is then
 ``0.5 log(MSE_model / MSE_constant)`` per output: a prequential ``R^2`` in nats.
 

@@ -1837,7 +1837,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         from ``R_0`` and estimates ``R`` online from the one-step-ahead residuals, ``R <-
         (1 - eps) R + eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))``
         after ``k`` steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that
-        changes.
+        changes; a row of weight ``w`` moves it as ``w`` repeats of its residual would.
         The value in use is stored in ``obs_noise_`` (for "adaptive", the latest
         estimate, which the predictions use).
     obs_noise_rate : float, default=0.01

@@ -205,9 +205,13 @@ def update_noise_estimate(obs_noise, residual, weight, n_steps, rate):
     ``e^2`` is the weighted mean over the step's rows of the squared one-step-ahead residual
     ``y - h(x, mu_{t|t-1})``; ``eps = max(rate, 1 / (k + 2))`` after ``k`` steps, so the
     initial value counts as one observation (Eq. 66 with ``eps_t = max(eps_min, 1/t)``
-    would replace it by the first squared residual). A step without weight leaves ``R``.
+    would replace it by the first squared residual). Row weights count as repeats, as in
+    the update: a step whose rows have mean weight ``w`` moves ``R`` as ``w`` steps with
+    that residual would, ``R <- (1 - eps)^w R + (1 - (1 - eps)^w) e^2`` (unchanged for
+    unit weights); a step without weight leaves ``R``.
     """
     total = jnp.sum(weight)
     squared = jnp.sum(weight[:, None] * residual**2, axis=0) / jnp.where(total > 0, total, 1.0)
     eps = jnp.maximum(rate, 1.0 / (jnp.asarray(n_steps, obs_noise.dtype) + 2.0))
-    return jnp.where(total > 0, (1 - eps) * obs_noise + eps * squared, obs_noise * jnp.ones_like(squared))
+    keep = (1 - eps) ** (total / weight.shape[0])
+    return keep * obs_noise + (1 - keep) * squared

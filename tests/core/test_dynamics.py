@@ -202,6 +202,33 @@ def test_adaptive_noise_matches_dense_recursion(n_out, x64):
     np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
 
 
+def test_adaptive_noise_counts_row_weights_as_repeats(x64):
+    """With row weights the EKF runs at ``R / w`` and Eq. 66 counts a row of weight ``w``
+    as ``w`` repeats of its residual, ``R <- (1 - eps)^w R + (1 - (1 - eps)^w) e^2``: a
+    row of weight 0 leaves the estimate, one of weight 1e-12 barely moves it (it moved it
+    as a full row did)."""
+    apply, n_params = network(1)
+    X, Y = stream(12, 1, seed=6)
+    weights = np.array([1.0, 2.0, 0.0, 1e-12, 0.5, 3.0, 1.0, 0.0, 1.5, 1.0, 0.25, 1.0])
+    sigma0, noise0, rate = 0.6, 1.0, 0.2
+    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
+    mean, cov, noise = mean0.copy(), sigma0**2 * np.eye(n_params), np.full(1, noise0)
+    for k, (x, y, w) in enumerate(zip(X, Y, weights)):
+        if w == 0:
+            continue
+        residual = y - np.asarray(apply(mean, x[None])[0])
+        mean, cov = dense_ekf_update(apply, mean, cov, x, y, noise / w)
+        keep = (1 - max(rate, 1 / (k + 2))) ** w
+        noise = keep * noise + (1 - keep) * residual**2
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    hyper = Hyperparameters(noise0, 1.0, 0.0, obs_noise_rate=rate)
+    state, estimate = run_filter(config, state, X, Y, hyper, sample_weight=weights)
+    np.testing.assert_allclose(estimate, noise, rtol=1e-9)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+
+
 def test_adaptive_noise_finds_the_noise_level():
     """On a long stationary linear-Gaussian stream the estimate approaches the true noise
     variance (plus the shrinking parameter uncertainty), from far too small and far too

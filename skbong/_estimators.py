@@ -877,7 +877,7 @@ class _BaseBONG(BaseEstimator):
             adaptive = config.dynamics.adaptive_obs_noise
             calibrated = config.dynamics.innovation_scale
             # Sums of the normalised squared innovations of this call, per member and output, and
-            # the total row weight before each pass (earlier calls included).
+            # the rows' total weight (earlier calls included), updated after each pass.
             innovations = np.zeros((1 if grid is None else grid.size, Y.shape[1]))
             passes_weight = 0.0 if reset or not calibrated else self._innovation_weight
             if grid is not None:
@@ -1087,7 +1087,7 @@ class _BaseBONG(BaseEstimator):
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
         if calibrated:
-            self.posterior_ = self._calibrate(config, reset, innovations, chosen, sample_weight, X.shape[0], n_passes)
+            self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
         else:
             for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
                 self.__dict__.pop(name, None)
@@ -1349,9 +1349,10 @@ class _BaseBONG(BaseEstimator):
             return self.posterior_
         return config.family.rescale_precision(self.posterior_, np.asarray(scale, self.dtype), 0.0)
 
-    def _calibrate(self, config, reset, innovations, chosen, sample_weight, n_rows, n_passes):
+    def _calibrate(self, config, reset, innovations, chosen, total_weight):
         """Set the calibrated noise scale ``c`` (``noise_scale_``) after this call and return
         the posterior with its covariance times ``c`` (the observation noise is ``c R``).
+        ``total_weight`` is the rows' total weight so far, earlier calls and passes included.
 
         ``c = (1 + S) / (1 + N)``: the maximum-likelihood scale of the one-step-ahead
         predictive variances, ``S / N`` with ``S`` the sum over the rows so far of their
@@ -1363,9 +1364,7 @@ class _BaseBONG(BaseEstimator):
         ``Sigma_0, R -> c Sigma_0, c R`` its means are those of the model with prior
         variance ``c sigma0^2`` and noise ``c R``, whose covariances are the filter's
         times ``c``."""
-        weight = n_passes * (float(n_rows) if sample_weight is None else float(np.sum(sample_weight)))
         total = innovations if reset else self._innovation_sum + innovations
-        total_weight = weight + (0.0 if reset else self._innovation_weight)
         n_outputs = total.shape[1]
         scale = (1.0 + float(total[chosen].sum())) / (1.0 + n_outputs * total_weight)
         self._innovation_sum, self._innovation_weight = total, total_weight

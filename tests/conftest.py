@@ -1,5 +1,12 @@
-import jax
-import pytest
+import os
+
+# The suite runs one pytest-xdist worker per core (pyproject addopts). Where JAX sees a GPU
+# the workers share it, so each takes GPU memory as it needs it instead of JAX's default of
+# most of the device up front. Set before JAX is imported; an explicit setting wins.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
 
 
 @pytest.fixture

@@ -203,7 +203,9 @@ _SHARED_PARAMS_DOC = """
         ``gamma^2`` until the belief collapses (``q = (1 - gamma^2) sigma0^2`` keeps the
         prior's variance). A callable ``dynamics_decay(t)`` gives ``gamma_t`` from the
         number ``t`` of rows absorbed before the step (a JAX int32 scalar; the function is
-        traced into the compiled filter, so write it with ``jax.numpy``).
+        traced into the compiled filter, so write it with ``jax.numpy``). A schedule must
+        stay in the constant's range at every step: a call whose rows would reach a step
+        where it does not is refused (``ValueError``) before it runs.
     process_noise : float or callable, default=0.0
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``. With the defaults
         ``gamma = 1, q = 0`` the parameters are static (and the compiled filter has no
@@ -873,6 +875,7 @@ class _BaseBONG(BaseEstimator):
                 state = jax.tree_util.tree_map(_on_device, running)
                 evidence = self._log_evidence if grid is not None else np.zeros(1)
                 n_seen = self.t_
+            config.dynamics.check_schedule_ranges(n_seen, n_passes * X.shape[0])
             key = _stream_key(seed, 0, config.estimator)
             adaptive = config.dynamics.adaptive_obs_noise
             calibrated = config.dynamics.innovation_scale

@@ -209,6 +209,37 @@ def test_a_schedule_that_is_not_a_traceable_scalar_is_refused_up_front(digits, s
     assert clf.t_ == 50
 
 
+@pytest.mark.parametrize(
+    "name, schedule, bad",
+    [
+        ("dynamics_decay", lambda t: jnp.where(t < 70, 0.999, -0.5), "-0.5"),
+        ("dynamics_decay", lambda t: jnp.where(t < 70, 1.0, 1.05), "1.05"),
+        ("process_noise", lambda t: jnp.where(t < 70, 1e-4, -1e-3), "-0.001"),
+        ("process_noise", lambda t: jnp.where(t < 70, 1e-4, jnp.nan), "nan"),
+    ],
+    ids=["negative-decay", "decay-above-one", "negative-noise", "nan-noise"],
+)
+def test_a_schedule_out_of_its_range_is_refused_at_its_first_bad_step(digits, name, schedule, bad):
+    """A schedule must stay where its constant may be (0 < gamma <= 1, q >= 0, finite). A
+    call whose rows reach the first bad step (t = 70) is refused before it runs, names
+    that step and the value, and keeps the posterior; rows before it are absorbed; a fit
+    whose passes reach it is refused too."""
+    X, y = digits
+    other = {"dynamics_decay": {"process_noise": 1e-4}, "process_noise": {}}[name]
+    clf = BONGClassifier(hidden_layer_sizes=(8,), rank=3, random_state=0, **{name: schedule}, **other)
+    clf.partial_fit(X[:50], y[:50], classes=np.arange(10))
+    mean = np.asarray(clf.posterior_.mean).copy()
+    with pytest.raises(ValueError, match=rf"The {name} schedule gave {bad} at t = 70 \(the index"):
+        clf.partial_fit(X[50:100], y[50:100])
+    np.testing.assert_array_equal(clf.posterior_.mean, mean)
+    assert clf.t_ == 50
+    clf.partial_fit(X[50:70], y[50:70])  # t = 50..69: in range
+    assert clf.t_ == 70
+    clone(clf).fit(X[:30], y[:30])  # one pass: t < 30
+    with pytest.raises(ValueError, match=rf"gave {bad} at t = 70 "):
+        clone(clf).set_params(max_iter=3).fit(X[:30], y[:30])  # three passes: t = 0..89
+
+
 def test_runaway_simple_inflation_raises_and_names_alpha(digits):
     """Simple inflation widens unconstrained directions by ``(1 + alpha)`` per step without
     bound; a filter that diverges that way is refused, not returned."""

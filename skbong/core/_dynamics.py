@@ -10,10 +10,12 @@ noise is estimated, and optional schedules ``t -> gamma_t`` and ``t -> q_t``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from ._predictive import output_moments
@@ -100,12 +102,51 @@ class Dynamics:
         """Whether the filter needs :class:`LatentPrior` (Bayesian and hybrid inflation)."""
         return self.inflation in ("bayesian", "hybrid")
 
+    def check_schedule_ranges(self, first: int, n_rows: int) -> None:
+        """Refuse a schedule that leaves its range at a row index ``t`` in ``[first, first +
+        n_rows)``, the indices a call over ``n_rows`` rows (passes included) can step at.
+
+        Its constant must lie in the same range: ``0 < gamma_t <= 1`` and ``q_t >= 0``,
+        finite. Outside it the predict step (LO-FI Eqs. 19-20) flips or inflates the mean
+        and can make the covariance indefinite, which the filter would otherwise report as
+        a generic invalid posterior, or not at all (a negative ``gamma`` learns at chance).
+        Evaluated before the filter runs, so a refusal loses nothing; one small compiled
+        program per schedule and power-of-two number of rows.
+
+        Raises
+        ------
+        ValueError
+            Naming the schedule, the first offending ``t`` and its value.
+        """
+        size = 1 << max(n_rows - 1, 0).bit_length()
+        t = np.arange(first, first + size, dtype=np.int32)
+        for name, schedule, valid, expected in (
+            ("dynamics_decay", self.decay, lambda v: (v > 0) & (v <= 1), "in (0, 1]"),
+            ("process_noise", self.process_noise, lambda v: v >= 0, ">= 0"),
+        ):
+            if schedule is None:
+                continue
+            values = np.asarray(_schedule_values(schedule, t))[:n_rows]
+            bad = ~(np.isfinite(values) & valid(values))
+            if bad.any():
+                at = int(np.argmax(bad))
+                raise ValueError(
+                    f"The {name} schedule gave {float(values[at]):.6g} at t = {first + at} (the index of the step's first "
+                    f"row); it must be finite and {expected} at every step, as a constant {name} must."
+                )
+
     def at(self, t: jax.Array, decay: jax.Array, process_noise: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(gamma_t, q_t)`` of the step whose first row has index ``t``."""
         dtype = decay.dtype
         gamma = decay if self.decay is None else jnp.asarray(self.decay(t), dtype)
         q = process_noise if self.process_noise is None else jnp.asarray(self.process_noise(t), dtype)
         return gamma, q
+
+
+@partial(jax.jit, static_argnums=0)
+def _schedule_values(schedule: Callable, t: jax.Array) -> jax.Array:
+    """``schedule`` at every index of ``t`` (compiled once per schedule and length)."""
+    return jax.vmap(schedule)(t)
 
 
 def _check_schedule(name: str, schedule: Callable) -> None:

@@ -2018,6 +2018,14 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
         return self
 
+    def _noise_from_setting(self, scale: np.ndarray, n_outputs: int) -> np.ndarray:
+        """``R`` per output as ``obs_noise`` sets it, in the units of ``y``: the fixed value, or
+        ``0.1`` times the first call's variance of ``y`` (``scale**2``) for the string settings
+        ("auto", and where "calibrated" and "adaptive" start)."""
+        if isinstance(self.obs_noise, str):
+            return 0.1 * scale**2
+        return np.full(n_outputs, float(self.obs_noise))
+
     def _absorb(
         self, X: np.ndarray, y: np.ndarray, *, reset: bool, n_passes: int, shuffle: bool, sample_weight=None
     ) -> None:
@@ -2025,10 +2033,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         Y = self._as_matrix(y)
         if reset:
             loc, scale = self._loc_scale(Y, sample_weight)
-            if isinstance(self.obs_noise, str):  # "auto", or where "calibrated" and "adaptive" start
-                obs_noise = 0.1 * scale**2
-            else:
-                obs_noise = np.full(Y.shape[1], float(self.obs_noise))
+            obs_noise = self._noise_from_setting(scale, Y.shape[1])
             y_is_1d = y.ndim == 1
             # One row (of positive weight) shows no spread: the scale of y is taken as 1. That
             # is said only where the health checks find the fit failing (target_advice): river
@@ -2039,7 +2044,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                 raise ValueError(
                     f"y has {Y.shape[1]} outputs, but the model was fitted with {self.obs_noise_.shape[0]}."
                 )
-            loc, scale, obs_noise, y_is_1d = self._y_mean, self._y_scale, self.obs_noise_, self._y_is_1d
+            loc, scale, y_is_1d = self._y_mean, self._y_scale, self._y_is_1d
             scale_guessed = self.__dict__.get("_y_scale_guessed", False)
             fitted = self.__dict__.get("_fitted_obs_noise", self.obs_noise)  # older pickles: unchanged
             stateful = ("calibrated", "adaptive")
@@ -2050,10 +2055,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                     "its estimate from the rows seen since fit, which the other setting does not have: call fit "
                     "to start over with it."
                 )
-            if self.obs_noise == "auto":  # R_0, from the first call's variance of y
-                obs_noise = 0.1 * scale**2
-            elif not isinstance(self.obs_noise, str):  # a fixed R, which may change between calls
-                obs_noise = np.full(Y.shape[1], float(self.obs_noise))
+            # A stateful noise goes on from its estimate; "auto" and a fixed R (which may change
+            # between calls) are the setting's.
+            obs_noise = self.obs_noise_ if self.obs_noise in stateful else self._noise_from_setting(scale, Y.shape[1])
             if self._calibrated_noise:  # the filter goes on at the noise it started with
                 obs_noise = obs_noise / self.noise_scale_
         final_noise = self._fit_stream(

@@ -55,7 +55,8 @@ class DenseNetwork:
     A network ``apply_fn`` that carries one as ``apply_fn.dense_network`` (the built-in
     :class:`MLP` does) lets :class:`LinearizedHessian` and :class:`MonteCarloEF` return
     the root of ``G`` also in factored form, :class:`DenseFactors`, which the diagonal
-    families' Kalman step uses without ever forming the ``P x K`` root.
+    families' Kalman step and the DLR family's BONG step use without ever forming the
+    ``P x K`` root.
     """
 
     layers: tuple[DenseLayer, ...]

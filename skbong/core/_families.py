@@ -529,6 +529,57 @@ def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool
     return DiagState(mean, state.var - jnp.sum(a[:, :-1] ** 2, axis=0))
 
 
+def _layer_views(flat: jax.Array, layer) -> tuple[jax.Array, jax.Array]:
+    """A :class:`DenseLayer`'s kernel ``(n_in, n_out, ...)`` and bias ``(n_out, ...)`` in
+    ``flat``, an array whose first axis runs over the ``P`` parameters."""
+    kernel = flat[layer.kernel : layer.kernel + layer.n_in * layer.n_out]
+    return kernel.reshape((layer.n_in, layer.n_out) + flat.shape[1:]), flat[layer.bias : layer.bias + layer.n_out]
+
+
+def _factor_gram(factors: DenseFactors, sens, weight) -> jax.Array:
+    """``U^T diag(weight) U`` ``(B K, B K)`` for the root ``U`` in factored form with
+    sensitivities ``sens`` (the factors' own, or scaled); ``weight=None`` for ``U^T U``.
+
+    Entry ``(b k, c j)`` is, summed over layers,
+    ``sum_o D_bko D_cjo (sum_i h_bi h_ci weight_io + weight_o)``: ``O(B^2 P)``.
+    """
+    n_cols = sens[0].shape[0] * sens[0].shape[1]
+    gram = 0.0
+    for layer, h, d in zip(factors.network.layers, factors.inputs, sens):
+        if weight is None:
+            inner = (h @ h.T + 1.0)[:, :, None]
+        else:
+            weight_kernel, weight_bias = _layer_views(weight, layer)
+            inner = jnp.einsum("bi,ci,io->bco", h, h, weight_kernel) + weight_bias
+        gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
+    return gram
+
+
+def _factor_cross(factors: DenseFactors, sens, a: jax.Array) -> jax.Array:
+    """``A^T U`` ``(m, B K)`` for a ``(P, m)`` array ``A`` and the factored root ``U``:
+    per layer ``sum_o D_bko (sum_i h_bi A_iom + A_om)``, one pass over ``A``."""
+    cross = 0.0
+    for layer, h, d in zip(factors.network.layers, factors.inputs, sens):
+        a_kernel, a_bias = _layer_views(a, layer)
+        through = jnp.einsum("bi,iom->bom", h, a_kernel) + a_bias
+        cross = cross + jnp.einsum("bko,bom->mbk", d, through)
+    return cross.reshape(a.shape[1], -1)
+
+
+def _factor_dot(factors: DenseFactors, sens, m: jax.Array) -> jax.Array:
+    """``U M`` ``(P, m)`` for the factored root ``U`` and ``M`` ``(B K, m)``: per layer the
+    kernel ``sum_b h_bi E_bom`` and the bias ``sum_b E_bom`` with ``E = D M``."""
+    n_rows, n_sens = sens[0].shape[:2]
+    m = m.reshape(n_rows, n_sens, -1)
+    pieces = []
+    for layer, h, d in zip(factors.network.layers, factors.inputs, sens):
+        through = jnp.einsum("bko,bkm->bom", d, m)
+        kernel = jnp.einsum("bi,bom->iom", h, through).reshape(layer.n_in * layer.n_out, -1)
+        pieces += [(layer.kernel, kernel), (layer.bias, jnp.sum(through, axis=0))]
+    pieces.sort(key=lambda piece: piece[0])  # the layers cover the flat vector in this order
+    return jnp.concatenate([piece for _, piece in pieces], axis=0)
+
+
 def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr, moment: bool) -> DiagState:
     """:func:`_diag_kalman_step` on a dense network, from the root's factors.
 
@@ -552,15 +603,8 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     sens = [scale * d for d in factors.sens]
     n_rows, n_cols = sens[0].shape[0], sens[0].shape[0] * sens[0].shape[1]
 
-    def weights(flat, layer):
-        kernel = flat[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
-        return kernel, flat[layer.bias : layer.bias + layer.n_out]
-
-    variances = [weights(state.var, layer) for layer in layers]
-    gram = jnp.zeros((n_cols, n_cols), dtype)
-    for (var_kernel, var_bias), h, d in zip(variances, factors.inputs, sens):
-        inner = jnp.einsum("bi,ci,io->bco", h, h, var_kernel) + var_bias
-        gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
+    variances = [_layer_views(state.var, layer) for layer in layers]
+    gram = _factor_gram(factors, sens, state.var)
     chol = jnp.linalg.cholesky(jnp.eye(n_cols, dtype=dtype) + gram)
     if moment:
         middle = jax.scipy.linalg.cho_solve((chol, True), jnp.eye(n_cols, dtype=dtype))
@@ -571,7 +615,7 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     gain_coords = gain_coords.reshape(n_rows, -1)
     pieces = []
     for layer, (var_kernel, var_bias), h, d in zip(layers, variances, factors.inputs, sens):
-        mean_kernel, mean_bias = weights(state.mean, layer)
+        mean_kernel, mean_bias = _layer_views(state.mean, layer)
         direction = jnp.einsum("bko,bk->bo", d, gain_coords)  # U g = h^T direction
         if moment:
             paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle, d)
@@ -783,7 +827,10 @@ class DiagonalLowRank:
         ``W~^T W~``, which gives the same left singular vectors times singular values) and
         adds the discarded part's diagonal to ``Upsilon`` so that the diagonal of the
         precision is preserved (Eq. 275). ``U`` must be a low-rank factor: MC-HESS has
-        none, and the seeds leave that combination undefined (E.5).
+        none, and the seeds leave that combination undefined (E.5). Without the KL term and
+        with the root in factored form (:class:`~skbong.core.DenseFactors`, the built-in
+        MLP), the small matrices come from :func:`_dlr_factored_products` and neither ``U``
+        nor ``W~`` is formed.
 
         Returns
         -------
@@ -795,14 +842,6 @@ class DiagonalLowRank:
             penalty, ``FilterConfig.backtrack``); None with the KL term.
         """
         lr_root = jnp.sqrt(lr).astype(state.mean.dtype)
-        if with_kl:
-            ups = (1 - lr) * state.diag_precision + lr * prior.diag_precision
-            blocks = [jnp.sqrt(1 - lr) * state.low_rank, lr_root * prior.low_rank, lr_root * curv.root]
-        else:
-            ups = state.diag_precision
-            blocks = [state.low_rank, lr_root * curv.root]
-        w_ext = jnp.concatenate(blocks, axis=1)
-        k = w_ext.shape[1]
         # The mean step is the Woodbury solve of _dlr_solve (Eq. 320), folded into the Gram
         # and rotation products below so that no pass over the P x (R + C) factor W~ is
         # spent on it alone. The gradient is W~ e (e from LowRankCurvature.coords), so with
@@ -810,21 +849,37 @@ class DiagonalLowRank:
         # term's pull d = (Upsilon_prior + W_prior W_prior^T)(mu_prior - mu) is not in the
         # span of W~: it adds Upsilon^-1 d - Upsilon^-1 W~ (I + H)^-1 W~^T Upsilon^-1 d, with
         # W~^T Upsilon^-1 d one more column of the weighted Gram.
-        rhs = jnp.zeros(k, ups.dtype).at[k - curv.coords.shape[0] :].set(curv.coords / lr_root)
-        if with_kl:
-            pull = _dlr_precision_dot(prior, prior.mean - state.mean) / ups
-            grams = w_ext.T @ jnp.concatenate([w_ext / ups[:, None], pull[:, None]], axis=1)
-            weighted, rhs = grams[:, :k], rhs - grams[:, k]
+        n_coords = curv.coords.shape[0]
+        pull = 0.0
+        if curv.factors is not None and not with_kl:
+            ups = state.diag_precision
+            weighted, gram, extended_dot = _dlr_factored_products(state, curv.factors, lr_root)
         else:
-            pull = 0.0
-            weighted = w_ext.T @ (w_ext / ups[:, None])
+            if with_kl:
+                ups = (1 - lr) * state.diag_precision + lr * prior.diag_precision
+                blocks = [jnp.sqrt(1 - lr) * state.low_rank, lr_root * prior.low_rank, lr_root * curv.root]
+            else:
+                ups = state.diag_precision
+                blocks = [state.low_rank, lr_root * curv.root]
+            w_ext = jnp.concatenate(blocks, axis=1)
+            if with_kl:
+                pull = _dlr_precision_dot(prior, prior.mean - state.mean) / ups
+                weighted = w_ext.T @ jnp.concatenate([w_ext / ups[:, None], pull[:, None]], axis=1)
+            else:
+                weighted = w_ext.T @ (w_ext / ups[:, None])
+            gram = w_ext.T @ w_ext
+            extended_dot = lambda m: w_ext @ m  # noqa: E731
+        k = gram.shape[0]
+        rhs = jnp.zeros(k, ups.dtype).at[k - n_coords :].set(curv.coords / lr_root)
+        if with_kl:
+            weighted, rhs = weighted[:, :k], rhs - weighted[:, k]
         coef = jnp.linalg.solve(jnp.eye(k, dtype=ups.dtype) + weighted, rhs)
-        _, vecs = jnp.linalg.eigh(w_ext.T @ w_ext)  # ascending eigenvalues
+        _, vecs = jnp.linalg.eigh(gram)  # ascending eigenvalues
         vecs = vecs[:, ::-1]
         # Columns of W~ V = singular vectors x singular values; the kept ones go straight into
         # the new W, the dropped ones only into the diagonal.
-        kept = w_ext @ vecs[:, : self.rank]
-        rest = w_ext @ jnp.concatenate([vecs[:, self.rank :], coef[:, None]], axis=1)
+        kept = extended_dot(vecs[:, : self.rank])
+        rest = extended_dot(jnp.concatenate([vecs[:, self.rank :], coef[:, None]], axis=1))
         mean = state.mean + lr * (pull + rest[:, -1] / ups)
         # Without the KL term the move is delta = lr Upsilon^-1 W~ c (c = coef) and W is the
         # first R columns of W~, so delta^T (Upsilon + W W^T) delta = lr^2 (c^T H c +
@@ -906,6 +961,42 @@ class DiagonalLowRank:
         jv = (jac.reshape(b * c, p) @ v).reshape(b, c, -1)
         correction = jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
         return _row_gram(jac / ups, jac) - correction
+
+
+def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
+    """The small matrices of :meth:`DiagonalLowRank.natural_step_with_move_quadratic`
+    without the KL term, on a dense network, from the root's factors.
+
+    With ``W~ = [W, sqrt(lr) U]`` the Gram matrices ``W~^T W~`` and
+    ``W~^T Upsilon^-1 W~`` have the blocks ``W^T W``, ``W^T Upsilon^-1 W`` (two passes
+    over ``W``), ``W^T U``, ``W^T Upsilon^-1 U`` (:func:`_factor_cross`: one pass each)
+    and ``U^T U``, ``U^T Upsilon^-1 U`` (:func:`_factor_gram`, ``O(B^2 P)``), and
+    ``W~ M = W M_W + U M_U`` with :func:`_factor_dot`. The ``P x (R + K)`` matrix ``W~``
+    and the ``P x K`` root are never formed: at ``R = K = 10`` the Gram products cost
+    ``4 R^2 P`` flops instead of ``4 (R + K)^2 P``.
+
+    Returns
+    -------
+    weighted, gram : arrays (R + B K, R + B K)
+        ``W~^T Upsilon^-1 W~`` and ``W~^T W~``.
+    extended_dot : callable
+        ``M -> W~ M`` for ``M`` of shape ``(R + B K, m)``.
+    """
+    ups, w = state.diag_precision, state.low_rank
+    sens = [lr_root * d for d in factors.sens]
+    w_over_ups = w / ups[:, None]
+    cross = _factor_cross(factors, sens, w)
+    weighted_cross = _factor_cross(factors, sens, w_over_ups)
+    gram = jnp.block([[w.T @ w, cross], [cross.T, _factor_gram(factors, sens, None)]])
+    weighted = jnp.block(
+        [[w.T @ w_over_ups, weighted_cross], [weighted_cross.T, _factor_gram(factors, sens, 1.0 / ups)]]
+    )
+    rank = w.shape[1]
+
+    def extended_dot(m):
+        return w @ m[:rank] + _factor_dot(factors, sens, m[rank:])
+
+    return weighted, gram, extended_dot
 
 
 def _dlr_solve(ups: jax.Array, w: jax.Array, rhs: jax.Array) -> jax.Array:

@@ -219,9 +219,10 @@ class ModuleSpec:
         How ``apply`` cuts the flat vector (see :func:`flatten_module`).
     dense : DenseNetwork or None
         For an :class:`MLP`, its layers' places in the flat vector: ``apply`` then carries
-        it as ``apply.dense_network``, and LIN-HESS gives the diagonal families the
-        factored root of :class:`~skbong.core.DenseFactors` (the MNIST MLP's DIAG step:
-        0.80 -> 0.12 ms per row on 2 cores). Determined by the other fields.
+        it as ``apply.dense_network``, and LIN-HESS and MC-EF give the diagonal and DLR
+        families the factored root of :class:`~skbong.core.DenseFactors` (the MNIST MLP's
+        DIAG step: 0.80 -> 0.12 ms per row on 2 cores; its DLR-10 step: 0.80x of the time
+        with the root). Determined by the other fields.
     constants : ModuleConstants or None
         The module's state besides ``nnx.Param`` (None when it has none): constants of
         ``apply``, so part of the spec's identity by value.

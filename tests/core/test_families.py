@@ -321,15 +321,18 @@ def test_diag_kalman_filter_never_overshoots_where_eq_212_does(family, x64):
         assert abs(residual["projected"]) > 1.0
 
 
-@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+@pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
 @pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
 @pytest.mark.parametrize("batch_size", [1, 3])
 @pytest.mark.parametrize("hessian", ["lin_hess", "mc_ef"])
-def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_size, hessian, x64):
-    """The built-in MLP's apply carries its layout, and the diagonal Kalman step from the
-    per-layer factors of LIN-HESS's or MC-EF's root is the step from the ``P x K`` root
-    (the same network behind a plain function, which carries nothing; MC-EF draws the
-    same weights from the same keys). A padded row (weight 0) adds nothing to either."""
+def test_factored_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_size, hessian, x64):
+    """The built-in MLP's apply carries its layout, and the diagonal Kalman step and the
+    DLR natural step from the per-layer factors of LIN-HESS's or MC-EF's root are the
+    steps from the ``P x K`` root (the same network behind a plain function, which
+    carries nothing; MC-EF draws the same weights from the same keys). A padded row
+    (weight 0) adds nothing to either. For DLR the precision ``Upsilon + W W^T`` is
+    compared (``W`` is unique only up to the signs of its columns), with rank 2 and up to
+    9 root columns, so that the projection discards directions at every step."""
     from flax import nnx
 
     from skbong.core import MLP, LinearizedHessian, MonteCarloEF, flatten_module
@@ -348,7 +351,7 @@ def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, b
     states = {}
     estimator = LinearizedHessian() if hessian == "lin_hess" else MonteCarloEF(4)
     for name, fn in (("factored", apply), ("root", plain)):
-        config = make_config(fn, likelihood, family, hessian=hessian, n_mc_samples=4)
+        config = make_config(fn, likelihood, family, hessian=hessian, n_mc_samples=4, rank=2)
         state0 = config.family.init(mean0, jnp.asarray(0.7))
         curv = estimator(fn, config.likelihood, config.family, state0, jnp.asarray(X[:batch_size]),
                          jnp.asarray(Y[:batch_size]), jnp.ones(batch_size), jnp.asarray(hyper.obs_noise),
@@ -357,7 +360,12 @@ def test_factored_diag_step_on_an_mlp_equals_the_root_step(family, likelihood, b
         # 8 rows in batches of 3: the last batch holds one padded row.
         states[name] = run_filter(config, state0, X[:8], Y[:8], hyper, batch_size=batch_size)
     np.testing.assert_allclose(states["factored"].mean, states["root"].mean, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(states["factored"].var, states["root"].var, rtol=1e-9)
+    if family == "dlr":
+        precision = {name: np.diag(s.diag_precision) + s.low_rank @ s.low_rank.T for name, s in states.items()}
+        np.testing.assert_allclose(precision["factored"], precision["root"], rtol=1e-9, atol=1e-10)
+        assert np.linalg.norm(states["root"].low_rank) > 1e-2
+    else:
+        np.testing.assert_allclose(states["factored"].var, states["root"].var, rtol=1e-9)
     assert np.max(np.abs(np.asarray(states["root"].mean) - np.asarray(mean0))) > 1e-2
 
 

@@ -136,9 +136,11 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
         How ``apply`` cuts ``params_flat`` into the module's arrays: one slice per array
         (default), whose gradients are zero-padded to ``P`` and summed, or one
         ``jnp.split``, whose gradient is one concatenation. The choice changes only the
-        speed of the per-row Jacobians. Slices suit an MLP under DLR, where XLA fuses each
-        padded outer product into the step's own products (MLP 784-50-10, DLR-10: 1.50 ms
-        per step, 1.85 ms with ``split``); ``split`` suits a step that reads the Jacobians
+        speed of the per-row Jacobians. Slices suit a dense network under DLR, where XLA
+        fuses each padded outer product into the step's own products (MLP 784-50-10,
+        DLR-10, from the ``P x K`` root: 1.50 ms per step, 1.85 ms with ``split``; the
+        built-in :class:`MLP` now gives that step its root in factored form, which no cut
+        changes); ``split`` suits a step that reads the Jacobians
         several times, as DIAG's Kalman step does (0.88 -> 0.67 ms), and networks whose
         gradients come from products, such as convolutions (the MNIST CNN with
         :class:`PatchConv`: DIAG 5.6 -> 2.9 ms, DLR-10 12 -> 9.5 ms). The estimators
@@ -221,8 +223,9 @@ class ModuleSpec:
         For an :class:`MLP`, its layers' places in the flat vector: ``apply`` then carries
         it as ``apply.dense_network``, and LIN-HESS and MC-EF give the diagonal and DLR
         families the factored root of :class:`~skbong.core.DenseFactors` (the MNIST MLP's
-        DIAG step: 0.80 -> 0.12 ms per row on 2 cores; its DLR-10 step: 0.80x of the time
-        with the root). Determined by the other fields.
+        DIAG step: 0.80 -> 0.12 ms per row on 2 cores; its DLR-10 step: 0.83-0.92x of the
+        time with the root, ``benchmarks/results/factored_root.md``). Determined by the
+        other fields.
     constants : ModuleConstants or None
         The module's state besides ``nnx.Param`` (None when it has none): constants of
         ``apply``, so part of the spec's identity by value.

@@ -21,15 +21,15 @@ per-pass ratios.
 from __future__ import annotations
 
 import argparse
-import time
 
 import jax.numpy as jnp
 import numpy as np
 
 from _report import RESULTS, markdown_table, write
+from chunked_calls import core_pass
 from flax import nnx
 
-from skbong.core import MLP, ModuleSpec, filter_posterior, module_params
+from skbong.core import MLP, ModuleSpec, module_params
 from skbong.datasets import mnist_stream
 
 WIDTHS = (50, 126, 503)
@@ -37,18 +37,6 @@ CELLS = (("dlr", "lin_hess"), ("dlr", "mc_ef"), ("diag", "lin_hess"), ("diag", "
 CHUNK = 100
 #: Rows per pass: about 12M parameter-rows, at least one call.
 ROW_BUDGET = 12_000_000
-
-
-def one_pass(apply, mean0, X, Y, family: str, hessian: str) -> float:
-    """Seconds per step of one pass over ``X`` in calls of ``CHUNK`` rows."""
-    state = None
-    start = time.perf_counter()
-    for begin in range(0, len(X), CHUNK):
-        state = filter_posterior(apply, mean0, X[begin : begin + CHUNK], Y[begin : begin + CHUNK],
-                                 likelihood="categorical", family=family, hessian=hessian, rank=10,
-                                 sigma0=0.2, state=state)
-    state.mean.block_until_ready()
-    return (time.perf_counter() - start) / len(X)
 
 
 def time_cell(width: int, family: str, hessian: str, X, Y, repeats: int) -> dict:
@@ -66,11 +54,11 @@ def time_cell(width: int, family: str, hessian: str, X, Y, repeats: int) -> dict
     X, Y = X[:n_rows], Y[:n_rows]
     variants = {"factored": apply, "root": plain}
     for fn in variants.values():
-        one_pass(fn, mean0, X, Y, family, hessian)
+        core_pass(fn, mean0, X, Y, family, CHUNK, hessian)
     times = {name: [] for name in variants}
     for _ in range(repeats):
         for name, fn in variants.items():
-            times[name].append(one_pass(fn, mean0, X, Y, family, hessian))
+            times[name].append(core_pass(fn, mean0, X, Y, family, CHUNK, hessian))
     ratios = np.array(times["factored"]) / np.array(times["root"])
     return {"P": int(mean0.shape[0]), "rows": n_rows, "factored_s": float(np.median(times["factored"])),
             "root_s": float(np.median(times["root"])), "ratio": float(np.median(ratios)),

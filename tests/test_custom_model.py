@@ -255,3 +255,26 @@ def test_weights_stored_in_bfloat16_are_the_prior_mean_in_the_estimators_dtype(d
     proba = BONGClassifier(model=in_bfloat16, random_state=0).fit(X, y).predict_proba(X)
     assert np.all(np.isfinite(proba))
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-5)
+
+
+class _Chain(nnx.Sequential):
+    """An ``nnx.Sequential`` under another name: the same network, which the estimators do
+    not recognise as a dense chain (a subclass may compute something else)."""
+
+
+@pytest.mark.parametrize("family, hessian", [("diag", "lin_hess"), ("dlr", "mc_ef")])
+def test_a_sequential_of_linear_layers_takes_the_factored_path_to_the_same_fit(digits, family, hessian):
+    """An ``nnx.Sequential`` of ``nnx.Linear`` layers and one activation carries its layout
+    (the steps read the per-layer factors of the root); a subclass of it does not (the
+    ``P x K`` root). Both fit the same posterior, to float32 round-off."""
+    X, y = digits[0][:200], digits[1][:200]
+    proba = {}
+    for cls in (nnx.Sequential, _Chain):
+        def build(n_features, n_outputs, rngs, cls=cls):
+            return cls(nnx.Linear(n_features, 8, rngs=rngs), nnx.tanh, nnx.Linear(8, n_outputs, rngs=rngs))
+
+        clf = BONGClassifier(model=build, family=family, hessian=hessian, rank=3, random_state=0).fit(X, y)
+        assert hasattr(clf._spec.apply, "dense_network") == (cls is nnx.Sequential)
+        proba[cls] = clf.predict_proba(X)
+    np.testing.assert_allclose(proba[nnx.Sequential], proba[_Chain], atol=1e-5)
+    assert clf.score(X, y) > 0.5

@@ -828,8 +828,8 @@ class DiagonalLowRank:
         adds the discarded part's diagonal to ``Upsilon`` so that the diagonal of the
         precision is preserved (Eq. 275). ``U`` must be a low-rank factor: MC-HESS has
         none, and the seeds leave that combination undefined (E.5). Without the KL term and
-        with the root in factored form (:class:`~skbong.core.DenseFactors`, the built-in
-        MLP), the small matrices come from :func:`_dlr_factored_products` and neither ``U``
+        with the root in factored form (:class:`~skbong.core.DenseFactors`, a dense
+        network), the small matrices come from :func:`_dlr_factored_products` and neither ``U``
         nor ``W~`` is formed.
 
         Returns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Callable
@@ -220,7 +221,10 @@ class ModuleSpec:
     split : bool
         How ``apply`` cuts the flat vector (see :func:`flatten_module`).
     dense : DenseNetwork or None
-        For an :class:`MLP`, its layers' places in the flat vector: ``apply`` then carries
+        For a chain of dense layers (an :class:`MLP`, an ``nnx.Linear``, or an
+        ``nnx.Sequential`` of ``nnx.Linear`` layers with one of the activations of
+        ``ACTIVATIONS`` between them, each at flax's defaults), its layers' places in the
+        flat vector: ``apply`` then carries
         it as ``apply.dense_network``, and LIN-HESS and MC-EF give the diagonal and DLR
         families the factored root of :class:`~skbong.core.DenseFactors` (the MNIST MLP's
         DIAG step: 0.80 -> 0.12 ms per row on 2 cores; its DLR-10 step: 0.83-0.92x of the
@@ -318,20 +322,59 @@ def _is_key(leaf) -> bool:
 
 
 def _dense_network(module: nnx.Module, params) -> DenseNetwork | None:
-    """The :class:`DenseNetwork` of an :class:`MLP` (its own class only: a subclass may
-    compute something else), else None."""
-    if type(module) is not MLP:
+    """The :class:`DenseNetwork` of a module that is a chain of dense layers, else None.
+
+    Recognised: the built-in :class:`MLP`; one ``nnx.Linear``; an ``nnx.Sequential`` of
+    ``nnx.Linear`` layers with one activation of ``ACTIVATIONS`` (the same function
+    object, e.g. ``nnx.relu``) between each two and a Linear layer last. Each class must
+    be flax's own or this module's (a subclass may compute something else) and each Linear
+    layer at flax's defaults for how it computes (a bias, no dtype, precision, dot_general
+    or promotion of its own), since :meth:`DenseNetwork.forward` recomputes it.
+    """
+    if type(module) is MLP:
+        chain = [(("layers", i), layer) for i, layer in enumerate(module.layers)]
+        activation = module.activation
+    elif type(module) is nnx.Linear:
+        chain, activation = [((), module)], "identity"
+    elif type(module) is nnx.Sequential:
+        members = list(module.layers)
+        between = {_activation_name(fn) for fn in members[1::2]} or {"identity"}
+        if len(members) % 2 == 0 or len(between) != 1 or None in between:
+            return None
+        chain = [(("layers", i), members[i]) for i in range(0, len(members), 2)]
+        (activation,) = between
+    else:
+        return None
+    if not all(_is_plain_linear(layer) for _, layer in chain):
         return None
     offsets, start = {}, 0
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
-        keys = [getattr(key, "key", None) for key in path]
-        offsets[tuple(keys[1:3])] = start  # ("layers", i, "kernel" | "bias", ...)
+        # ("layers", i, "kernel" | "bias") before the variable's own attribute key
+        offsets[tuple(key.key for key in path if hasattr(key, "key"))] = start
         start += int(np.prod(leaf.shape))
     layers = tuple(
-        DenseLayer(offsets[(i, "kernel")], offsets[(i, "bias")], layer.in_features, layer.out_features)
-        for i, layer in enumerate(module.layers)
+        DenseLayer(offsets[where + ("kernel",)], offsets[where + ("bias",)], layer.in_features, layer.out_features)
+        for where, layer in chain
     )
-    return DenseNetwork(layers, module.activation)
+    return DenseNetwork(layers, activation)
+
+
+def _activation_name(fn) -> str | None:
+    return next((name for name, known in ACTIVATIONS.items() if known is fn), None)
+
+
+@lru_cache(maxsize=1)
+def _linear_defaults() -> dict:
+    """``nnx.Linear``'s defaults for how it computes, read from its signature."""
+    parameters = inspect.signature(nnx.Linear.__init__).parameters
+    names = ("use_bias", "dtype", "precision", "dot_general", "promote_dtype", "preferred_element_type")
+    return {name: parameters[name].default for name in names if name in parameters}
+
+
+def _is_plain_linear(layer) -> bool:
+    return type(layer) is nnx.Linear and all(
+        getattr(layer, name, default) is default for name, default in _linear_defaults().items()
+    )
 
 
 def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]:

@@ -108,3 +108,79 @@ def test_build_module_falls_back_to_eager_construction():
 
     built = build_module(Unhashable(), (4, 3), 5)
     np.testing.assert_array_equal(module_params(built), module_params(nnx.Linear(4, 3, rngs=nnx.Rngs(5))))
+
+
+def _dense_chains():
+    rngs = nnx.Rngs(3)
+    return {
+        "mlp": MLP((4, 5, 6, 3), "tanh", rngs=rngs),
+        "linear": nnx.Linear(4, 3, rngs=rngs),
+        "sequential": nnx.Sequential(
+            nnx.Linear(4, 5, rngs=rngs), nnx.relu, nnx.Linear(5, 6, rngs=rngs), nnx.relu, nnx.Linear(6, 3, rngs=rngs)
+        ),
+        "sequential_sigmoid": nnx.Sequential(nnx.Linear(4, 7, rngs=rngs), nnx.sigmoid, nnx.Linear(7, 3, rngs=rngs)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_dense_chains()))
+def test_dense_chains_carry_their_layout_and_their_factored_root_is_the_root(name, x64):
+    """A chain of dense layers gets its layout (``apply.dense_network``): the layout's
+    forward pass is the module's at weights unlike the initial ones (biases nonzero), and
+    the root of LIN-HESS rebuilt densely from the per-layer factors, column by column, is
+    the root that the module's own Jacobian gives."""
+    from skbong.core import LinearizedHessian, make_config
+
+    module = _dense_chains()[name]
+    apply, params = flatten_module(module)
+    network = apply.dense_network
+    rng = np.random.default_rng(0)
+    theta = jnp.asarray(rng.normal(size=params.shape))
+    x = jnp.asarray(rng.normal(size=(2, 4)))
+    assert network.covers(theta.shape[0], x)
+    outputs, inputs = network.forward(theta, x, [0.0] * len(network.layers))
+    np.testing.assert_allclose(outputs, apply(theta, x), rtol=1e-12, atol=1e-12)
+    assert len(inputs) == len(network.layers)
+
+    config = make_config(apply, "categorical", "diag")
+    state = config.family.init(theta, jnp.asarray(0.5))
+    y = jnp.asarray(np.eye(3)[[0, 2]])
+    curv = LinearizedHessian()(apply, config.likelihood, config.family, state, x, y, jnp.ones(2),
+                               jnp.asarray(1.0), jax.random.PRNGKey(0))
+    factors = curv.factors
+    rebuilt = np.zeros_like(np.asarray(curv.root))
+    for layer, layer_inputs, sens in zip(network.layers, factors.inputs, factors.sens):
+        for b in range(x.shape[0]):
+            for k in range(sens.shape[1]):
+                column = b * sens.shape[1] + k
+                outer = np.outer(layer_inputs[b], sens[b, k]).ravel()
+                rebuilt[layer.kernel : layer.kernel + outer.size, column] = outer
+                rebuilt[layer.bias : layer.bias + layer.n_out, column] = sens[b, k]
+    np.testing.assert_allclose(rebuilt, curv.root, rtol=1e-10, atol=1e-12)
+    assert np.linalg.norm(curv.root) > 1e-3
+
+
+def test_other_networks_carry_no_layout():
+    """What the layout's forward pass would not recompute is left to the general path: an
+    activation outside ``ACTIVATIONS``, two different activations, a Linear layer without a
+    bias or with a dtype of its own, an activation last, a subclass, and rows that are not
+    a matrix ``(B, n_in)``."""
+    rngs = nnx.Rngs(0)
+
+    class Chain(nnx.Sequential):
+        pass
+
+    others = [
+        nnx.Sequential(nnx.Linear(4, 5, rngs=rngs), nnx.gelu, nnx.Linear(5, 3, rngs=rngs)),
+        nnx.Sequential(nnx.Linear(4, 5, rngs=rngs), nnx.relu, nnx.Linear(5, 5, rngs=rngs), nnx.tanh,
+                       nnx.Linear(5, 3, rngs=rngs)),
+        nnx.Sequential(nnx.Linear(4, 5, use_bias=False, rngs=rngs), nnx.relu, nnx.Linear(5, 3, rngs=rngs)),
+        nnx.Linear(4, 3, dtype=jnp.bfloat16, rngs=rngs),
+        nnx.Sequential(nnx.Linear(4, 3, rngs=rngs), nnx.relu),
+        Chain(nnx.Linear(4, 5, rngs=rngs), nnx.relu, nnx.Linear(5, 3, rngs=rngs)),
+    ]
+    for module in others:
+        assert not hasattr(flatten_module(module)[0], "dense_network"), module
+    network = flatten_module(nnx.Linear(4, 3, rngs=rngs))[0].dense_network
+    assert network.covers(15, jnp.ones((2, 4)))
+    assert not network.covers(15, jnp.ones((2, 5, 4)))
+    assert not network.covers(14, jnp.ones((2, 4)))

@@ -264,6 +264,9 @@ def filter_posterior(
         ``diag(p) - p p^T + eps I`` (:class:`Categorical`).
     dynamics : Dynamics, optional
         Decay and process-noise schedules, covariance inflation, online noise estimate.
+        A schedule is evaluated at the indices ``t`` of this call's rows, from 0 (also
+        with ``state``); one that leaves its range there (``0 < gamma_t <= 1``,
+        ``q_t >= 0``, finite) raises ``ValueError`` before the filter runs.
     backtrack : bool or "auto", default=False
         Backtracking line search on the mean step (see :func:`make_config`).
     inflation : float, default=0.0
@@ -290,6 +293,9 @@ def filter_posterior(
         apply_fn, likelihood, family, rank, algorithm, hessian, n_inner_steps, n_mc_samples, diag_step, cov_floor,
         dynamics, backtrack,
     )
+    if dynamics is not None:
+        # The steps index the rows of this call from t = 0, with or without a state.
+        dynamics.check_schedule_ranges(0, jnp.shape(Y)[0])
     mean0 = jnp.asarray(init_mean)
     if state is None:
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))

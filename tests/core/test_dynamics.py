@@ -419,6 +419,24 @@ def _schedule_equals_constants(family, decay, noise, seed):
     return constant, state0, X, Y, got
 
 
+def test_filter_posterior_refuses_a_schedule_out_of_range_where_its_rows_reach_it():
+    """The functional API checks a schedule at its call's row indices (0, 1, ...) as the
+    estimators do: a decay above one from t = 5 on is refused for six rows, naming t and
+    the value, and accepted for five; so is a negative process noise."""
+    from skbong.core import filter_posterior
+
+    apply, n_params = network(1)
+    X, Y = stream(6, 1)
+    for name, dynamics, bad in (
+        ("dynamics_decay", Dynamics(decay=lambda t: jnp.where(t < 5, 0.99, 1.5)), "1.5"),
+        ("process_noise", Dynamics(process_noise=lambda t: jnp.where(t < 5, 0.0, -1e-3)), "-0.001"),
+    ):
+        with pytest.raises(ValueError, match=rf"The {name} schedule gave {bad} at t = 5 "):
+            filter_posterior(apply, jnp.full(n_params, 0.1), X, Y, family="diag", dynamics=dynamics)
+        state = filter_posterior(apply, jnp.full(n_params, 0.1), X[:5], Y[:5], family="diag", dynamics=dynamics)
+        assert np.all(np.isfinite(state.mean)) and np.all(np.asarray(state.var) > 0)
+
+
 def test_constant_schedule_equals_constant_dynamics(x64):
     _schedule_equals_constants("dlr", 0.95, 0.01, seed=11)
 

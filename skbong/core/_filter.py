@@ -262,10 +262,14 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
     (theta - mu) / 2`` is no higher than at the prior mean ``mu`` (see :func:`make_config`).
 
     The full step is the common case: it is kept as computed (bit for bit) and costs two
-    forward passes, the one at ``mu`` being the estimator's own where XLA merges them. The
-    halvings are tried one after another, only when the full step fails, and stop at the
-    first that passes. ``move_quadratic``, where the step gives it, is ``delta^T Sigma^{-1}
-    delta``; else the family computes it (a pass over the low-rank factor for DLR)."""
+    forward passes, the one at ``mu`` being the estimator's own where XLA merges them. It is
+    tested outside the loop; the halvings are tried in the loop's body, one after another,
+    only when the full step fails, and stop at the first that passes. (With the full step
+    tested in the loop's condition, the MNIST MLP's DIAG step took 2.44x its time without
+    the line search, through ``filter_posterior`` in calls of 100 rows; tested before the
+    loop, 1.33x. DLR-10: 1.11x and 1.07x.) ``move_quadratic``, where the step gives it, is
+    ``delta^T Sigma^{-1} delta``; else the family computes it (a pass over the low-rank
+    factor for DLR)."""
     delta = updated.mean - prior.mean
     if move_quadratic is None:
         move_quadratic = config.family.precision_quadratic(prior, delta)
@@ -277,21 +281,21 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
 
     at_prior = data_term(prior.mean)
 
-    def candidate(halvings, step):
-        # The full step (no halving) is the update's own mean, bit for bit.
-        return jnp.where(halvings == 0, updated.mean, prior.mean + step * delta)
-
-    def too_high(carry):
-        halvings, step = carry
-        objective = step**2 * penalty + data_term(candidate(halvings, step))
-        return (halvings <= BACKTRACK_HALVINGS) & ~(objective <= at_prior)
+    def passes(step, mean):
+        return step**2 * penalty + data_term(mean) <= at_prior  # False for a NaN objective
 
     def halve(carry):
-        halvings, step = carry
-        return halvings + 1, 0.5 * step
+        halvings, step, _ = carry
+        return halvings + 1, 0.5 * step, passes(0.5 * step, prior.mean + 0.5 * step * delta)
 
-    halvings, step = jax.lax.while_loop(too_high, halve, (jnp.zeros((), jnp.int32), jnp.ones((), delta.dtype)))
-    return updated._replace(mean=jnp.where(halvings <= BACKTRACK_HALVINGS, candidate(halvings, step), prior.mean))
+    one = jnp.ones((), delta.dtype)
+    # The full step (no halving) is the update's own mean, bit for bit.
+    start = (jnp.zeros((), jnp.int32), one, passes(one, updated.mean))
+    halvings, step, passed = jax.lax.while_loop(
+        lambda carry: (carry[0] < BACKTRACK_HALVINGS) & ~carry[2], halve, start
+    )
+    moved = jnp.where(halvings == 0, updated.mean, prior.mean + step * delta)
+    return updated._replace(mean=jnp.where(passed, moved, prior.mean))
 
 
 def _scan_stream(

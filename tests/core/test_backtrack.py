@@ -110,6 +110,40 @@ def test_overshooting_step_is_shortened_as_the_reference(family, x64):
         np.testing.assert_array_equal(got, expected)
 
 
+def test_halvings_stop_at_the_last_one_tried_and_a_failed_search_stays(x64):
+    """Down a descent direction of the data term, with the move's quadratic form raised
+    step by step, the first passing step walks from 1 through 2^-1, ..., 2^-8 to none (the
+    mean stays): at every quadratic the line search takes the reference's step, so it
+    tries the full step and exactly ``BACKTRACK_HALVINGS`` halvings, never one more."""
+    from skbong.core._filter import _backtracked
+
+    config = make_config(_linear, "categorical", "diag", backtrack=True)
+    rng = np.random.default_rng(3)
+    mean = rng.normal(size=D * C)
+    x, y, weight = rng.normal(size=(2, D)), np.eye(C)[[0, 2]], np.ones(2)
+
+    def data_term(theta):
+        logits = x @ theta.reshape(D, C)
+        return -np.sum(y * (logits - np.log(np.exp(logits).sum(1, keepdims=True))))
+
+    gradient = jax.grad(lambda theta: -jnp.sum(y * jax.nn.log_softmax(x @ theta.reshape(D, C))))(jnp.asarray(mean))
+    delta = -np.asarray(gradient) / np.linalg.norm(gradient)
+    prior = DiagState(jnp.asarray(mean), jnp.ones(D * C))
+    updated = prior._replace(mean=jnp.asarray(mean + delta))
+    taken = set()
+    for quadratic in np.geomspace(1e-2, 1e4, 60):
+        expected = 0.0
+        for step in 0.5 ** np.arange(BACKTRACK_HALVINGS + 1):
+            if data_term(mean + step * delta) + 0.5 * step**2 * quadratic <= data_term(mean):
+                expected = step
+                break
+        got = _backtracked(config, prior, updated, jnp.asarray(x), jnp.asarray(y), jnp.asarray(weight),
+                           jnp.asarray(1.0), jnp.asarray(quadratic))
+        np.testing.assert_allclose(got.mean, mean + expected * delta, rtol=1e-12, atol=1e-12)
+        taken.add(expected)
+    assert {1.0, 0.5**BACKTRACK_HALVINGS, 0.0} <= taken
+
+
 @pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
 def test_conjugate_updates_are_taken_in_full(family, x64):
     """Linear-Gaussian: the Kalman step minimises the step's MAP objective exactly, so

@@ -56,9 +56,8 @@ class DenseNetwork:
     of the built-in :class:`MLP`, of an ``nnx.Linear`` and of an ``nnx.Sequential`` of
     ``nnx.Linear`` layers and activations does; see :class:`ModuleSpec`) lets
     :class:`LinearizedHessian` and :class:`MonteCarloEF` return the root of ``G`` also
-    in factored form, :class:`DenseFactors`, which the diagonal
-    families' Kalman step and the DLR family's BONG step use without ever forming the
-    ``P x K`` root.
+    in factored form, :class:`DenseFactors`, which the diagonal families' Kalman step and
+    the DLR family's BONG step use without ever forming the ``P x K`` root.
     """
 
     layers: tuple[DenseLayer, ...]

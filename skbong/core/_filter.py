@@ -286,7 +286,8 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
 
     def halve(carry):
         halvings, step, _ = carry
-        return halvings + 1, 0.5 * step, passes(0.5 * step, prior.mean + 0.5 * step * delta)
+        step = 0.5 * step
+        return halvings + 1, step, passes(step, prior.mean + step * delta)
 
     one = jnp.ones((), delta.dtype)
     # The full step (no halving) is the update's own mean, bit for bit.

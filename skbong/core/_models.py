@@ -224,12 +224,11 @@ class ModuleSpec:
         For a chain of dense layers (an :class:`MLP`, an ``nnx.Linear``, or an
         ``nnx.Sequential`` of ``nnx.Linear`` layers with one of the activations of
         ``ACTIVATIONS`` between them, each at flax's defaults), its layers' places in the
-        flat vector: ``apply`` then carries
-        it as ``apply.dense_network``, and LIN-HESS and MC-EF give the diagonal and DLR
-        families the factored root of :class:`~skbong.core.DenseFactors` (the MNIST MLP's
-        DIAG step: 0.80 -> 0.12 ms per row on 2 cores; its DLR-10 step: 0.83-0.92x of the
-        time with the root, ``benchmarks/results/factored_root.md``). Determined by the
-        other fields.
+        flat vector: ``apply`` then carries it as ``apply.dense_network``, and LIN-HESS and
+        MC-EF give the diagonal and DLR families the factored root of
+        :class:`~skbong.core.DenseFactors` (the MNIST MLP's DIAG step: 0.80 -> 0.12 ms per
+        row on 2 cores; its DLR-10 step: 0.83-0.92x of the time with the root,
+        ``benchmarks/results/factored_root.md``). Determined by the other fields.
     constants : ModuleConstants or None
         The module's state besides ``nnx.Param`` (None when it has none): constants of
         ``apply``, so part of the spec's identity by value.

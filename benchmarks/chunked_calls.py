@@ -81,10 +81,10 @@ def main():
     args = parser.parse_args()
     X, y, _, _ = mnist_stream(0)
     X, y = X[: args.rows].astype(np.float32), y[: args.rows]
-    cells = {}
+    cells, labels = {}, {}
     for model_name, family, reference in CASES:
         model = build_model(model_name)
-        module = model.build(0)
+        module, labels[model_name] = model.build(0), model.label
         rows_here = args.rows if model_name == "mlp" else args.rows // 2
         for chunk in CHUNKS:
             data = (X[:rows_here], y[:rows_here], chunk)
@@ -102,14 +102,13 @@ def main():
                     timed.append(one_pass())
     rows, results = [], {}
     for model_name, family, reference in CASES:
-        label = build_model(model_name).label
         for chunk in CHUNKS:
             estimator_times, core_times = times[(model_name, family, chunk)]
             estimator, core = float(np.median(estimator_times)), float(np.median(core_times))
             ratio = 1e3 * estimator / reference
             spread = f"{1e3 * min(estimator_times) / reference:.2f}-{1e3 * max(estimator_times) / reference:.2f}"
             verdict = ("met" if ratio <= TARGET else "missed") if chunk == 100 else ""
-            rows.append([label, family.upper() if family == "diag" else "DLR-10", chunk,
+            rows.append([labels[model_name], family.upper() if family == "diag" else "DLR-10", chunk,
                          f"{1e3 * estimator:.2f}", f"{1e3 * core:.2f}", f"{estimator / core:.2f}",
                          f"{reference}", f"{ratio:.2f}" + (f" ({verdict})" if verdict else ""), spread])
             results[f"{model_name}-{family}-{chunk}"] = {"estimator_s": estimator_times, "core_s": core_times}

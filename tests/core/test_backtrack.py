@@ -121,22 +121,14 @@ def test_halvings_stop_at_the_last_one_tried_and_a_failed_search_stays(x64):
     rng = np.random.default_rng(3)
     mean = rng.normal(size=D * C)
     x, y, weight = rng.normal(size=(2, D)), np.eye(C)[[0, 2]], np.ones(2)
-
-    def data_term(theta):
-        logits = x @ theta.reshape(D, C)
-        return -np.sum(y * (logits - np.log(np.exp(logits).sum(1, keepdims=True))))
-
     gradient = jax.grad(lambda theta: -jnp.sum(y * jax.nn.log_softmax(x @ theta.reshape(D, C))))(jnp.asarray(mean))
     delta = -np.asarray(gradient) / np.linalg.norm(gradient)
     prior = DiagState(jnp.asarray(mean), jnp.ones(D * C))
     updated = prior._replace(mean=jnp.asarray(mean + delta))
     taken = set()
     for quadratic in np.geomspace(1e-2, 1e4, 60):
-        expected = 0.0
-        for step in 0.5 ** np.arange(BACKTRACK_HALVINGS + 1):
-            if data_term(mean + step * delta) + 0.5 * step**2 * quadratic <= data_term(mean):
-                expected = step
-                break
+        # delta has unit norm: the precision quadratic * I gives delta^T P delta = quadratic.
+        expected = _reference_step_size(mean, quadratic * np.eye(D * C), delta, x, y, weight)
         got = _backtracked(config, prior, updated, jnp.asarray(x), jnp.asarray(y), jnp.asarray(weight),
                            jnp.asarray(1.0), jnp.asarray(quadratic))
         np.testing.assert_allclose(got.mean, mean + expected * delta, rtol=1e-12, atol=1e-12)

@@ -13,8 +13,9 @@ cached or not, so they are reported but not used for the floor). The floor of a 
 ``max(FLOPs / matmul rate, 2 x belief bytes / bandwidth)``: the arithmetic at the
 measured matmul rate, or reading and writing the belief once at the measured bandwidth,
 both measured here, on the default device, before the sweep (``machine_rates``). Column
-"bound" adds what that floor cannot see (``bound_rates``): the time MC-EF's ``M P`` normal
-draws take alone, and DLR-10's time at the rate of a tall ``P x 20`` Gram product. The
+"bound" adds what that floor cannot see: the time MC-EF's ``M P`` normal draws take alone
+(timed in each cell, between its own steady calls), and DLR-10's time at the rate of a
+tall ``P x 20`` Gram product (``tall_gram_rate``). The
 slope of log(time) against log(P) is fitted over P >= 10k per method.
 
 Targets (issue 5; the paper's reference implementation on this machine type):
@@ -114,24 +115,31 @@ def machine_rates() -> tuple[float, float, str]:
     return flops, 2 * x.nbytes / min(times), probes
 
 
-def bound_rates() -> tuple[float, float]:
-    """Two rates that bound steps the floor above cannot see, measured as ``machine_rates``:
-
-    * normal draws per second from JAX's default PRNG, 2^20 of them (a step's draws at
-      P = 100k) summed as drawn. MC-EF draws ``M P`` numbers a step; XLA counts their
-      integer hashing as FLOPs, which run far below the matmul's rate. The rate varies
-      with the count (100-180 M/s for 2^18-2^22 on a 2-core host), so the share is rough;
-    * FLOP/s of the Gram matrix ``X^T X`` of a tall ``2^19 x 20`` float32 ``X``, the shape of
-      DLR-10's ``P x (R + K)`` factor, whose products run far below the square matmul's rate.
-    """
-    # Summed as they are drawn, so the probe times drawing them, not writing them out.
-    draw = jax.jit(lambda key: jnp.sum(jax.random.normal(key, (2**20,), jnp.float32)))
+def tall_gram_rate() -> float:
+    """FLOP/s of the Gram matrix ``X^T X`` of a tall ``2^19 x 20`` float32 ``X``, the shape of
+    DLR-10's ``P x (R + K)`` factor, whose products run far below the square matmul's rate;
+    measured as ``machine_rates``."""
     tall = jax.random.normal(jax.random.PRNGKey(2), (2**19, 20), jnp.float32)
     gram = jax.jit(lambda x: jnp.matmul(x.T, x, precision=MATMUL_PRECISION))
-    return 2**20 / fastest_call(draw, jax.random.PRNGKey(3)), 2 * 2**19 * 20 * 20 / fastest_call(gram, tall)
+    return 2 * 2**19 * 20 * 20 / fastest_call(gram, tall)
 
 
-def bound_note(cell: dict, draw_rate: float, tall_rate: float, flop_rate: float) -> str:
+def draw_probe(n_samples: int, n_params: int, n_steps: int):
+    """``key -> total`` of the normal draws of ``n_steps`` Monte-Carlo steps, each of shape
+    ``(n_samples, n_params)`` (``family.sample``), in one scan as the filter runs its steps,
+    so that one call's dispatch is spread over the steps as in a timed call of the filter.
+    The draws are summed as drawn, so the probe times drawing them, not writing them out.
+    The draw rate of JAX's PRNG varies with the count (100-180 M/s for 2^18-2^22 on a
+    2-core host) and with the host's load, so each cell times its own count, between its
+    own steady calls."""
+
+    def one_step(total, key):
+        return total + jnp.sum(jax.random.normal(key, (n_samples, n_params), jnp.float32)), None
+
+    return jax.jit(lambda key: jax.lax.scan(one_step, jnp.float32(0), jax.random.split(key, n_steps))[0])
+
+
+def bound_note(cell: dict, tall_rate: float, flop_rate: float) -> str:
     """What the bound rates say about a cell: the share of MC-EF's step that drawing its
     ``M P`` normal numbers alone takes, DLR LIN-HESS's time over its FLOPs at the tall
     Gram's rate, and FC LIN-HESS's time over its FLOPs at the matmul rate (its deferred
@@ -140,8 +148,7 @@ def bound_note(cell: dict, draw_rate: float, tall_rate: float, flop_rate: float)
     if cell["family"] == "fc" and cell["hessian"] == "lin_hess":
         return f"{cell['ms'] / (1e3 * cell['flops'] / flop_rate):.1f}x its FLOPs at the matmul rate"
     if cell["hessian"] == "mc_ef":
-        draws_ms = 1e3 * cell["draws"] / draw_rate
-        return f"draws {draws_ms:.2f} ms ({100 * draws_ms / cell['ms']:.0f}% of step)"
+        return f"draws {cell['draws_ms']:.2f} ms ({100 * cell['draws_ms'] / cell['ms']:.0f}% of step)"
     if cell["family"] == "dlr":
         return f"{cell['ms'] / (1e3 * cell['flops'] / tall_rate):.1f}x at the tall Gram's rate"
     return ""
@@ -177,7 +184,11 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
     first = run_filter(config, state, X[:n_rows], Y[:n_rows], hyper)
     jax.block_until_ready(first)
     first_seconds = time.perf_counter() - start
-    steady = []
+    n_samples = getattr(config.estimator, "n_samples", 0)
+    draw = draw_probe(n_samples, model.n_params, n_rows) if n_samples else None
+    if draw is not None:
+        jax.block_until_ready(draw(jax.random.PRNGKey(0)))  # compiled before the timed calls
+    steady, draws = [], []
     current = first
     for rep in range(3):
         rows = slice((rep + 1) * n_rows, (rep + 2) * n_rows)
@@ -185,6 +196,10 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
         current = run_filter(config, current, X[rows], Y[rows], hyper, n_seen=(rep + 1) * n_rows)
         jax.block_until_ready(current)
         steady.append(time.perf_counter() - start)
+        if draw is not None:
+            start = time.perf_counter()
+            jax.block_until_ready(draw(jax.random.PRNGKey(rep + 1)))
+            draws.append(time.perf_counter() - start)
     per_step = float(np.median(steady)) / n_rows
     flops, nbytes = step_cost(config, state, jnp.asarray(X[:1]), jnp.asarray(Y[:1]))
     finite = bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current))
@@ -199,8 +214,9 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
         "bytes": nbytes,
         "state_bytes": state_bytes,
         "finite": finite,
-        # Normal numbers drawn per step: M P for the Monte-Carlo estimators.
-        "draws": getattr(config.estimator, "n_samples", 0) * model.n_params,
+        # Time of a step's M P normal draws alone (Monte-Carlo estimators), timed between the
+        # steady calls, median of 3.
+        "draws_ms": 1e3 * float(np.median(draws)) / n_rows if draws else 0.0,
     }
 
 
@@ -222,9 +238,9 @@ def main():
     X = X[:n_rows].astype(np.float32)
     Y = np.eye(10, dtype=np.float32)[y[:n_rows]]
     flop_rate, bandwidth, probes = machine_rates()
-    draw_rate, tall_rate = bound_rates()
+    tall_rate = tall_gram_rate()
     print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s, "
-          f"{draw_rate / 1e6:.0f} M normal draws/s, tall Gram {tall_rate / 1e9:.1f} GFLOP/s", flush=True)
+          f"tall Gram {tall_rate / 1e9:.1f} GFLOP/s", flush=True)
 
     cells = []
     for width in widths:
@@ -267,7 +283,7 @@ def main():
             [
                 cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}", f"{cell['compile_s']:.2f}",
                 f"{cell['flops'] / 1e6:.1f}", f"{cell['bytes'] / 1e6:.1f}", f"{cell['floor_ms']:.3f}",
-                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, draw_rate, tall_rate, flop_rate), target,
+                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, tall_rate, flop_rate), target,
                 "" if cell["finite"] else "non-finite",
             ]
         )
@@ -288,13 +304,14 @@ def main():
             f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({probes}). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
-            f"Two more rates, measured the same way, say what bounds the steps this floor misjudges "
-            f"(column 'bound'): JAX's default PRNG draws {draw_rate / 1e6:.0f} M normal numbers per "
-            f"second, and the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
-            f"P x (R + K) factor) runs at {tall_rate / 1e9:.1f} GFLOP/s, "
-            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. For MC-EF the column "
-            "gives the time of the step's M P draws alone; for DLR-10 the time over "
-            "its FLOPs at the tall Gram's rate. XLA also counts the PRNG's integer hashing, and "
+            "Column 'bound' says what bounds the steps this floor misjudges. For MC-EF it gives the "
+            "time of the step's M x P normal draws alone (JAX's default PRNG, the draws summed as "
+            "drawn, one scan over as many steps as a timed call), timed in each cell between its "
+            "steady calls (median of 3), so that a slow spell "
+            "of the host falls on the step and its draws alike. For DLR-10 it gives the time over its "
+            "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
+            f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
+            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the PRNG's integer hashing, and "
             "parts of it that it recomputes in several fusions, as FLOPs. For FC LIN-HESS the column "
             "gives the time over its FLOPs alone: from P = 2048 its steps defer their covariance "
             "downdates (`FullCovariance.deferred_columns`), so they read the P x P covariance about once "

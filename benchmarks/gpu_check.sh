@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The GPU checks of the open issues in one call, sized for a short lease of one GPU:
+# benchmarks/speed.py (steps per second and the fraction of the device's FLOP and bandwidth
+# floor), the test suite, then mnist_stream.py on the MLP and the CNN (accuracy, NLL and ms
+# per step at the committed hyperparameters, no tuning).
+#
+#     bash benchmarks/gpu_check.sh OUT_DIR [BUDGET_SECONDS]
+#
+# Each step runs under `timeout` within the budget (default 540 s), in that order (speed.py
+# first, so that its timings see an idle machine and a short lease still brings them back).
+# STEPS picks the steps (default "speed pytest mnist_mlp mnist_cnn"; e.g. STEPS="mnist_mlp
+# mnist_cnn" for a second call). A step stopped at its cap gets SIGINT first: pytest then
+# prints its summary of the tests it ran. OUT_DIR receives one log per step, env.txt
+# (devices, versions, nvidia-smi, each step's exit status and seconds) and results.tar.gz
+# (the benchmarks/results/*_gpu.* files that this call wrote): at most six files. The benchmarks read the data from
+# SKBONG_DATA (default: .data in the repository if it is there, else skbong's default).
+#
+# QUICK=1 runs the same steps at the scripts' --quick sizes and on two test files, to check
+# this script on a CPU in a few minutes. Nothing here needs network access; the packages
+# that the test extra adds and a GPU image may lack (distributed, river) only skip their
+# tests.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${1:?usage: gpu_check.sh OUT_DIR [BUDGET_SECONDS]}
+budget=${2:-540}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+deadline=$((SECONDS + budget))
+started=$(mktemp)  # reports older than this are not this call's
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+if [ -z "${SKBONG_DATA:-}" ] && [ -d .data ]; then export SKBONG_DATA="$PWD/.data"; fi
+quick=${QUICK:-0}
+steps=" ${STEPS:-speed pytest mnist_mlp mnist_cnn} "
+suffix=$([ "$quick" = 1 ] && echo _quick || echo _gpu)
+
+# run NAME CAP_SECONDS COMMAND...: the command under `timeout`, capped by what is left of the
+# budget, if STEPS names it; its output goes to OUT_DIR/NAME.log, and its exit status and
+# seconds to env.txt.
+run() {
+    local name=$1 cap=$2 left=$((deadline - SECONDS))
+    shift 2
+    [[ "$steps" == *" $name "* ]] || return 0
+    [ "$left" -lt "$cap" ] && cap=$left
+    if [ "$cap" -le 10 ]; then
+        echo "$name: skipped, budget spent" | tee -a "$out/env.txt"
+        return
+    fi
+    local start=$SECONDS
+    timeout --signal=INT --kill-after=20 "$cap" "$@" >"$out/$name.log" 2>&1
+    local status=$?
+    echo "$name: exit $status after $((SECONDS - start)) s (cap $cap s)" | tee -a "$out/env.txt"
+}
+
+{
+    date -u +"%Y-%m-%dT%H:%M:%SZ"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1 || echo "no nvidia-smi"
+    python3 -c "import jax, flax, sklearn, numpy; print('jax', jax.__version__, 'flax', flax.__version__, 'sklearn', sklearn.__version__, 'numpy', numpy.__version__); print('devices', jax.devices())"
+    echo "SKBONG_DATA=${SKBONG_DATA:-unset} QUICK=$quick budget=${budget}s"
+} >"$out/env.txt" 2>&1
+cat "$out/env.txt"
+
+bench_flags=$([ "$quick" = 1 ] && echo --quick)
+(cd benchmarks && run speed 180 python3 speed.py $bench_flags --name "speed$suffix")
+
+# The suite: one worker per core, as in CI; -p no:cacheprovider keeps the tree clean.
+if [ "$quick" = 1 ]; then
+    tests=(tests/test_devices.py tests/core/test_families.py)
+else
+    tests=(tests)
+fi
+run pytest 300 python3 -m pytest -q -p no:cacheprovider -rf --durations=15 "${tests[@]}"
+
+(cd benchmarks && run mnist_mlp 150 python3 mnist_stream.py $bench_flags --models mlp \
+    --hyperparameters results/mnist_stream_mlp.json --name "mnist_stream_mlp$suffix")
+(cd benchmarks && run mnist_cnn 120 python3 mnist_stream.py $bench_flags --models cnn --seeds 1 \
+    --hyperparameters results/mnist_stream_cnn.json --name "mnist_stream_cnn$suffix")
+
+find benchmarks/results -name "*$suffix.*" -newer "$started" -print0 | tar -czf "$out/results.tar.gz" --null -T -
+tail -n 3 "$out/pytest.log" 2>/dev/null
+ls -l "$out"

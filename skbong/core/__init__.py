@@ -222,6 +222,7 @@ def filter_posterior(
     obs_noise_rate: float = 0.0,
     batch_size: int = 1,
     state=None,
+    n_seen: int = 0,
     key: jax.Array | None = None,
     sample_weight=None,
 ):
@@ -264,9 +265,9 @@ def filter_posterior(
         ``diag(p) - p p^T + eps I`` (:class:`Categorical`).
     dynamics : Dynamics, optional
         Decay and process-noise schedules, covariance inflation, online noise estimate.
-        A schedule is evaluated at the indices ``t`` of this call's rows, from 0 (also
-        with ``state``); one that leaves its range there (``0 < gamma_t <= 1``,
-        ``q_t >= 0``, finite) raises ``ValueError`` before the filter runs.
+        A schedule is evaluated at the indices ``t`` of this call's rows, from
+        ``n_seen``; one that leaves its range there (``0 < gamma_t <= 1``, ``q_t >= 0``,
+        finite) raises ``ValueError`` before the filter runs.
     backtrack : bool or "auto", default=False
         Backtracking line search on the mean step (see :func:`make_config`).
     inflation : float, default=0.0
@@ -277,6 +278,14 @@ def filter_posterior(
         Observations per filter step.
     state : belief state, optional
         Continue from this belief instead of the prior.
+    n_seen : int, default=0
+        Number of rows that ``state`` has already absorbed. This call's rows are then rows
+        ``n_seen, n_seen + 1, ...`` of the stream: for the schedules of ``dynamics``, for
+        the prior that inflation pulls towards, and for the random draws of the
+        stochastic estimators (step ``t`` draws with ``fold_in(key, n_seen + t *
+        batch_size)``). A stream fed in chunks, each call passing the rows absorbed so
+        far, then gives the belief of one call over all of its rows (for a
+        ``batch_size`` that divides the chunks' lengths).
     key : PRNG key, optional
         Randomness of stochastic estimators.
     sample_weight : array of shape (N,), optional
@@ -294,8 +303,7 @@ def filter_posterior(
         dynamics, backtrack,
     )
     if dynamics is not None:
-        # The steps index the rows of this call from t = 0, with or without a state.
-        dynamics.check_schedule_ranges(0, jnp.shape(Y)[0])
+        dynamics.check_schedule_ranges(n_seen, jnp.shape(Y)[0])
     mean0 = jnp.asarray(init_mean)
     if state is None:
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
@@ -303,6 +311,6 @@ def filter_posterior(
         obs_noise, dynamics_decay, process_noise, learning_rate, inflation, obs_noise_rate
     )
     return run_filter(
-        config, state, X, Y, hyper, batch_size=batch_size, key=key, sample_weight=sample_weight,
+        config, state, X, Y, hyper, batch_size=batch_size, key=key, n_seen=n_seen, sample_weight=sample_weight,
         latent_prior=LatentPrior(mean0, 1.0 / jnp.asarray(sigma0, mean0.dtype) ** 2),
     )

@@ -420,9 +420,11 @@ def _schedule_equals_constants(family, decay, noise, seed):
 
 
 def test_filter_posterior_refuses_a_schedule_out_of_range_where_its_rows_reach_it():
-    """The functional API checks a schedule at its call's row indices (0, 1, ...) as the
-    estimators do: a decay above one from t = 5 on is refused for six rows, naming t and
-    the value, and accepted for five; so is a negative process noise."""
+    """The functional API checks a schedule at its call's row indices (``n_seen``,
+    ``n_seen + 1``, ...) as the estimators do: a decay above one from t = 5 on is refused
+    for six rows, naming t and the value, and accepted for five, and refused for the
+    chunk of rows 3..5 that continues from the first three; so is a negative process
+    noise."""
     from skbong.core import filter_posterior
 
     apply, n_params = network(1)
@@ -435,6 +437,42 @@ def test_filter_posterior_refuses_a_schedule_out_of_range_where_its_rows_reach_i
             filter_posterior(apply, jnp.full(n_params, 0.1), X, Y, family="diag", dynamics=dynamics)
         state = filter_posterior(apply, jnp.full(n_params, 0.1), X[:5], Y[:5], family="diag", dynamics=dynamics)
         assert np.all(np.isfinite(state.mean)) and np.all(np.asarray(state.var) > 0)
+        # A later chunk is checked at its own indices: rows 3..5 of the stream reach t = 5.
+        head = filter_posterior(apply, jnp.full(n_params, 0.1), X[:3], Y[:3], family="diag", dynamics=dynamics)
+        with pytest.raises(ValueError, match=rf"The {name} schedule gave {bad} at t = 5 "):
+            filter_posterior(apply, jnp.full(n_params, 0.1), X[3:], Y[3:], family="diag", dynamics=dynamics,
+                             state=head, n_seen=3)
+
+
+@pytest.mark.parametrize(
+    "family, hessian, options",
+    [
+        ("dlr", "lin_hess",
+         dict(dynamics=Dynamics(decay=lambda t: 1.0 - 0.01 * t, process_noise=lambda t: 1e-3 * t))),
+        ("diag", "mc_ef", {}),
+        # The prior that inflation pulls towards decays with the steps taken (constant dynamics).
+        ("dlr", "lin_hess", dict(dynamics=Dynamics(inflation="bayesian"), inflation=0.1, dynamics_decay=0.9)),
+    ],
+    ids=["schedules", "monte-carlo-keys", "latent-prior"],
+)
+def test_filter_posterior_in_chunks_with_n_seen_equals_one_call(family, hessian, options, x64):
+    """A stream fed to ``filter_posterior`` in chunks, each call given the rows absorbed so
+    far, ends at the belief of one call over the whole stream: the schedules, the
+    Monte-Carlo draws and the prior that Bayesian inflation pulls towards all continue
+    from ``n_seen``. Without ``n_seen`` the second chunk restarts them, and differs."""
+    from skbong.core import filter_posterior
+
+    apply, n_params = network(1)
+    X, Y = stream(12, 1, seed=5)
+    mean0 = jnp.full(n_params, 0.1)
+    options = dict(family=family, hessian=hessian, sigma0=0.5, obs_noise=0.3, rank=2, batch_size=2, **options)
+    whole = filter_posterior(apply, mean0, X, Y, **options)
+    head = filter_posterior(apply, mean0, X[:6], Y[:6], **options)
+    chunked = filter_posterior(apply, mean0, X[6:], Y[6:], state=head, n_seen=6, **options)
+    restarted = filter_posterior(apply, mean0, X[6:], Y[6:], state=head, **options)
+    for a, b in zip(whole, chunked):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert np.max(np.abs(np.asarray(restarted.mean) - np.asarray(whole.mean))) > 1e-6
 
 
 def test_constant_schedule_equals_constant_dynamics(x64):

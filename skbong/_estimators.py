@@ -107,7 +107,9 @@ _SHARED_PARAMS_DOC = """
         n_features)`` to ``(B, n_outputs)`` (it may reshape ``x`` inside, e.g. to
         images for a CNN). Its other state (buffers, BatchNorm statistics) is held
         constant; a module in training mode, whose call changes it, is refused (call
-        ``module.eval()`` first). ``fit`` checks its widths and never changes it. A
+        ``module.eval()`` first). ``fit`` checks its widths and never changes it; it
+        uses the module as it is at ``fit``, so changing the object in place
+        afterwards (its weights or buffers) has no effect until the next ``fit``. A
         callable ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
         factory, built at ``fit`` with ``rngs = nnx.Rngs(seed)`` drawn from
         ``random_state`` (what a search or ``check_estimator`` needs, since the widths
@@ -631,29 +633,35 @@ class _BaseBONG(BaseEstimator):
         # concatenation instead of padded sums (MNIST MLP, DIAG: 0.88 -> 0.67 ms per step;
         # DLR, which fuses the padded sums into its own products, would lose 1.50 -> 1.85).
         spec = ModuleSpec.of(module, split=has_convolution(module) or self.family in ("diag", "diag_mom"))
-        prior_mean = np.asarray(module_params(module))
-        if not jnp.issubdtype(prior_mean.dtype, jnp.floating):
-            raise TypeError(f"The model's weights must be floating point, got {prior_mean.dtype}.")
+        prior_mean = np.asarray(module_params(module))  # ModuleSpec.of refused non-float weights
+        if prior_mean.size == 0:
+            raise ValueError(
+                "model has no nnx.Param weights, so there is no posterior to learn: give it trainable "
+                "layers (its nnx.Param variables are the weights the filter learns)."
+            )
         what = "model" if self.model is not None else "the MLP"
-        try:
-            out = jax.eval_shape(
-                spec.apply,
-                jax.ShapeDtypeStruct(prior_mean.shape, prior_mean.dtype),
-                jax.ShapeDtypeStruct((2, n_features), prior_mean.dtype),
-            )
-        except ModuleStateError:
-            raise
-        except Exception as error:
-            raise ValueError(
-                f"{what} cannot be applied to a batch of shape (B, {n_features}) (X has {n_features} "
-                f"features): {type(error).__name__}: {error}"
-            ) from error
-        if out.shape != (2, n_outputs):
-            unit = "one logit per class" if self._likelihood == "categorical" else "one output per target"
-            raise ValueError(
-                f"{what} maps a batch of shape (2, {n_features}) to {out.shape}; it must give "
-                f"(2, {n_outputs}): {unit}."
-            )
+        # One row, as each filter step's per-row Jacobians see it, and two, as a batch: a
+        # network that squeezes or hard-codes its batch axis fails one of them.
+        for n_rows in (1, 2):
+            try:
+                out = jax.eval_shape(
+                    spec.apply,
+                    jax.ShapeDtypeStruct(prior_mean.shape, self.dtype),
+                    jax.ShapeDtypeStruct((n_rows, n_features), self.dtype),
+                )
+            except ModuleStateError:
+                raise
+            except Exception as error:
+                raise ValueError(
+                    f"{what} cannot be applied to a batch of shape (B, {n_features}) (X has {n_features} "
+                    f"features): {type(error).__name__}: {error}"
+                ) from error
+            if out.shape != (n_rows, n_outputs):
+                unit = "one logit per class" if self._likelihood == "categorical" else "one output per target"
+                raise ValueError(
+                    f"{what} maps a batch of shape ({n_rows}, {n_features}) to {out.shape}; it must give "
+                    f"({n_rows}, {n_outputs}): {unit}."
+                )
         return spec, prior_mean
 
     def _model_structure(self):
@@ -983,6 +991,7 @@ class _BaseBONG(BaseEstimator):
             else ""
         )
         if not valid:
+            self._refuse_non_finite_network(spec, prior_mean, X)
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
                 "not positive) during the update"
@@ -1263,6 +1272,30 @@ class _BaseBONG(BaseEstimator):
             + (", a fixed sigma0" if n_members > 1 else "")
             + ", or a smaller network."
         )
+
+    def _refuse_non_finite_network(self, spec, prior_mean: np.ndarray, X: np.ndarray) -> None:
+        """Raise ``FloatingPointError`` when the network's own outputs at its initial weights
+        are not finite on some rows of ``X``: then the posterior broke down for a reason no
+        prior scale changes. Called only once an update has failed, so a fit that succeeds
+        pays nothing for it."""
+        apply = jax.jit(spec.apply)
+        with _x64_scope(self.dtype):
+            mean = np.asarray(prior_mean, self.dtype)
+            bad = np.concatenate(
+                [
+                    ~np.all(np.isfinite(np.asarray(apply(mean, X[start : start + 1024]))), axis=1)
+                    for start in range(0, X.shape[0], 1024)
+                ]
+            )
+        if bad.any():
+            what = "model" if self.model is not None else "the MLP"
+            raise FloatingPointError(
+                f"The outputs of {what} are not finite (NaN or inf) at its initial weights, the prior mean, "
+                f"on {int(bad.sum())} of the {bad.size} rows of X (the first is row {int(np.argmax(bad))}): "
+                "the network itself computes them from these inputs (e.g. a log or a division of a "
+                f"feature, or an overflow in dtype={self.dtype!r}), whatever sigma0. The estimator keeps "
+                "its previous state. Check the network's forward pass on these rows, or the inputs."
+            )
 
     def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
         """What the prior predictive checks at the start of a fit advise (``_health``):

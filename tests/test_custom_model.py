@@ -139,7 +139,7 @@ def test_wrong_widths_are_refused_and_lose_nothing(make, digits):
     with pytest.raises(ValueError, match=r"cannot be applied to a batch of shape \(B, 10\)"):
         est.fit(X[:, :10], y)
     est.set_params(model=ImageCNN(3, rngs=nnx.Rngs(0)))
-    with pytest.raises(ValueError, match=rf"to \(2, 3\); it must give \(2, {n_outputs}\)"):
+    with pytest.raises(ValueError, match=rf"to \(1, 3\); it must give \(1, {n_outputs}\)"):
         est.fit(X, y)
     assert est.__dict__.keys() == fitted.keys()
     for a, b in zip(est.posterior_, fitted["posterior_"]):
@@ -278,3 +278,126 @@ def test_a_sequential_of_linear_layers_takes_the_factored_path_to_the_same_fit(d
         proba[cls] = clf.predict_proba(X)
     np.testing.assert_allclose(proba[nnx.Sequential], proba[_Chain], atol=1e-5)
     assert clf.score(X, y) > 0.5
+
+
+def test_a_layer_used_twice_takes_the_general_path_to_the_same_fit(digits):
+    """A weight-tied ``nnx.Sequential`` (one Linear layer at two places; flax keeps its
+    weights once) is no chain of distinct dense layers: it carries no layout and fits
+    what the same network fits through the general path (a subclass, never recognised)."""
+    X, y = digits[0][:200], digits[1][:200]
+    proba = {}
+    for cls in (nnx.Sequential, _Chain):
+        rngs = nnx.Rngs(0)
+        block = nnx.Linear(8, 8, rngs=rngs)
+        net = cls(nnx.Linear(64, 8, rngs=rngs), nnx.tanh, block, nnx.tanh, block, nnx.tanh, nnx.Linear(8, 10, rngs=rngs))
+        clf = BONGClassifier(model=net, family="diag", random_state=0).fit(X, y)
+        assert clf._spec.n_params == 64 * 8 + 8 + 8 * 8 + 8 + 8 * 10 + 10
+        assert not hasattr(clf._spec.apply, "dense_network")
+        proba[cls] = clf.predict_proba(X)
+    np.testing.assert_allclose(proba[nnx.Sequential], proba[_Chain], atol=1e-6)
+
+
+class _Float64Only(nnx.Module):
+    """A network that refuses any input but float64."""
+
+    def __init__(self, n_features, n_outputs, rngs):
+        self.out = nnx.Linear(n_features, n_outputs, rngs=rngs)
+
+    def __call__(self, x):
+        if x.dtype != jnp.float64:
+            raise TypeError(f"need float64 input, got {x.dtype}")
+        return self.out(x)
+
+
+def test_the_width_check_runs_in_the_estimators_dtype(digits):
+    # The network is checked as the filter will run it: in float64 for dtype="float64",
+    # whatever the dtype of the module's own weights (float32 here).
+    X, y = digits[0][:60], digits[1][:60]
+    clf = BONGClassifier(model=_Float64Only, dtype="float64", random_state=0).fit(X, y)
+    assert clf.posterior_.mean.dtype == np.float64 and np.all(np.isfinite(clf.predict_proba(X)))
+    with pytest.raises(ValueError, match="need float64 input, got float32"):
+        BONGClassifier(model=_Float64Only, random_state=0).fit(X, y)
+
+
+class _Squeezed(nnx.Module):  # squeezes its batch axis away when it holds one row
+    def __init__(self, rngs):
+        self.out = nnx.Linear(64, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(x).squeeze()
+
+
+class _NoWeights(nnx.Module):
+    def __call__(self, x):
+        return x[:, :10]
+
+
+class _IntegerParam(nnx.Module):  # an index table stored as a weight by mistake
+    def __init__(self, rngs):
+        self.columns = nnx.Param(jnp.arange(64, dtype=jnp.int32))
+        self.out = nnx.Linear(64, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(x[:, self.columns[...]])
+
+
+class _WithHidden(nnx.Module):  # returns its logits and its hidden layer
+    def __init__(self, rngs):
+        self.hidden, self.out = nnx.Linear(64, 8, rngs=rngs), nnx.Linear(8, 10, rngs=rngs)
+
+    def __call__(self, x):
+        h = nnx.relu(self.hidden(x))
+        return self.out(h), h
+
+
+class _Noisy(nnx.Module):  # draws from its own RNG stream on every call
+    def __init__(self, rngs):
+        self.out = nnx.Linear(64, 10, rngs=rngs)
+        self.rngs = rngs
+
+    def __call__(self, x):
+        return self.out(x + 0.01 * jax.random.normal(self.rngs.noise(), x.shape))
+
+
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (_Squeezed, ValueError, r"maps a batch of shape \(1, 64\) to \(10,\); it must give \(1, 10\)"),
+        (lambda rngs: _NoWeights(), ValueError, "has no nnx.Param weights"),
+        (_IntegerParam, TypeError, "nnx.Param 'columns' holds int32 values.*nnx.Variable"),
+        (_WithHidden, ValueError, "returned a tuple; it must return one array of shape"),
+        (_Noisy, ValueError, r"\['rngs'\].*draws from an nnx.Rngs stream in its own __call__"),
+    ],
+    ids=["squeezes-one-row", "no-weights", "integer-param", "tuple-output", "own-rng-stream"],
+)
+def test_networks_that_break_the_contract_say_what_to_change_and_lose_nothing(digits, build, error, match):
+    X, y = digits[0][:60], digits[1][:60]
+    clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X, y)
+    fitted = copy.deepcopy(clf.__dict__)
+    clf.set_params(model=build(rngs=nnx.Rngs(0)))
+    with pytest.raises(error, match=match):
+        clf.fit(X, y)
+    assert clf.__dict__.keys() == fitted.keys()
+    for a, b in zip(clf.posterior_, fitted["posterior_"]):
+        np.testing.assert_array_equal(a, b)
+
+
+class _LogOfInputs(nnx.Module):  # log(1 + x): -inf where a feature is -1
+    def __init__(self, rngs):
+        self.out = nnx.Linear(64, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(jnp.log1p(x))
+
+
+def test_outputs_not_finite_at_the_prior_mean_are_blamed_on_the_network_not_sigma0(digits):
+    """A network that computes NaN or inf from some inputs at its initial weights breaks
+    any posterior; the error names the network and the first bad row, not sigma0."""
+    X, y = digits[0][:60].copy(), digits[1][:60]
+    X[37, 1] = -1.0  # the row on which the network's log goes non-finite
+    for sigma0 in (0.3, 1e-4, "auto"):
+        clf = BONGClassifier(model=_LogOfInputs(nnx.Rngs(0)), sigma0=sigma0, random_state=0)
+        with pytest.raises(FloatingPointError, match=r"not finite .* at its initial weights.* on 1 of the 60 rows of X \(the first is row 37\)"):
+            clf.fit(X, y)
+        assert not hasattr(clf, "posterior_")
+    BONGClassifier(model=_LogOfInputs(nnx.Rngs(0)), random_state=0).fit(np.delete(X, 37, axis=0), np.delete(y, 37))

@@ -252,6 +252,14 @@ class ModuleSpec:
             split = has_convolution(module)
         graphdef, params, rest = nnx.split(module, nnx.Param, ...)
         constants = ModuleConstants(rest) if jax.tree_util.tree_leaves(rest) else None
+        for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+            if not jnp.issubdtype(leaf.dtype, jnp.floating):
+                name = ".".join(str(key.key) for key in path if hasattr(key, "key"))
+                raise TypeError(
+                    f"The module's nnx.Param {name!r} holds {leaf.dtype} values: the "
+                    "posterior is over floating-point weights. Hold integer or boolean state in an "
+                    "nnx.Variable, which the filter keeps constant."
+                )
         leaves, treedef = jax.tree_util.tree_flatten(params)
         shapes = tuple(tuple(int(d) for d in leaf.shape) for leaf in leaves)
         return cls(graphdef, treedef, shapes, bool(split), _dense_network(module, params), constants)
@@ -346,6 +354,10 @@ def _dense_network(module: nnx.Module, params) -> DenseNetwork | None:
         return None
     if not all(_is_plain_linear(layer) for _, layer in chain):
         return None
+    if len({id(layer) for _, layer in chain}) < len(chain):
+        # A layer used twice shares its weights (flax keeps them once, under its first
+        # place); its gradient sums over both uses, which the per-layer factors do not.
+        return None
     offsets, start = {}, 0
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         # ("layers", i, "kernel" | "bias") before the variable's own attribute key
@@ -388,11 +400,11 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
         state = jax.tree_util.tree_unflatten(spec.treedef, pieces)
         if spec.constants is None:
             # The cast: a module may compute in a dtype of its own (e.g. bfloat16).
-            return nnx.merge(spec.graphdef, state)(x.astype(params_flat.dtype)).astype(params_flat.dtype)
+            return _one_array(nnx.merge(spec.graphdef, state)(x.astype(params_flat.dtype))).astype(params_flat.dtype)
         rest = jax.tree_util.tree_map(lambda leaf: _in_dtype(leaf, params_flat.dtype), spec.constants.state)
         merged = jax.tree_util.tree_leaves(rest)  # the merged module shares rest's variables
         module = nnx.merge(spec.graphdef, state, rest)
-        out = module(x.astype(params_flat.dtype)).astype(params_flat.dtype)
+        out = _one_array(module(x.astype(params_flat.dtype))).astype(params_flat.dtype)
         after = nnx.split(module, nnx.Param, ...)[2]
         # A variable the call wrote to holds a new array, not the one merged in.
         changed = [
@@ -407,7 +419,9 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
                 "weights and holds any other state constant, so it cannot run a module in training mode "
                 "(BatchNorm updating its statistics, Dropout drawing from its RNG stream). Call "
                 "module.eval() before passing it (or build BatchNorm with use_running_average=True and "
-                "Dropout with deterministic=True)."
+                "Dropout with deterministic=True). A module that draws from an nnx.Rngs stream in its "
+                "own __call__ must draw from a fixed key instead (e.g. jax.random.key(0), or a key held "
+                "in an nnx.Variable), since each draw advances the stream's state."
             )
         return out
 
@@ -415,6 +429,16 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
     if spec.dense is not None:
         apply.dense_network = spec.dense
     return apply
+
+
+def _one_array(out):
+    """The module's output, refused unless it is one array (not a tuple or a dict)."""
+    if not isinstance(out, jax.Array):
+        raise TypeError(
+            f"The module returned a {type(out).__name__}; it must return one array of shape (B, n_outputs), "
+            "the logits or the predicted means (wrap it to return only those)."
+        )
+    return out
 
 
 def _in_dtype(leaf, dtype):

@@ -1023,6 +1023,19 @@ class _BaseBONG(BaseEstimator):
             if self.dynamics_decay == 1 and self.process_noise == 0
             else 0.0
         )
+        # A stream that was healthy until this call, with static weights: the rows may have
+        # changed (drift), which a posterior confident in the rows before cannot follow.
+        drift_advice = (
+            " This stream predicted well before this call: if its data have changed (drift), a posterior "
+            "over static weights stays confident in the rows before and cannot follow them. Set "
+            "process_noise (e.g. 1e-3) so that it forgets, then call partial_fit again, or call fit to start "
+            "over on the new rows."
+            if not reset and not dynamics_advice and "_health" in self.__dict__ and not self._health.far_worse
+            else ""
+        )
+        # sigma0 sets the prior, which only a fit (or a first partial_fit) takes.
+        sigma0_remedy = "Lower sigma0" if reset else "Refit with a smaller sigma0"
+        sigma0_scales = scales if reset else f"only fit sets the prior; {scales}"
         if health.diverged_given(conflict):
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
@@ -1039,11 +1052,13 @@ class _BaseBONG(BaseEstimator):
                     if conflict > PRIOR_DIVERGED
                     else ""
                 )
-                + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state. "
+                + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state."
+                + drift_advice
+                + " "
                 + _either(
                     [
-                        f"Lower sigma0 ({scales}; sigma0^2 times the squared size of the network's gradients must "
-                        "stay near the observation noise)",
+                        f"{sigma0_remedy} ({sigma0_scales}; sigma0^2 times the squared size of the network's "
+                        "gradients must stay near the observation noise)",
                         "scale the inputs (e.g. StandardScaler)",
                         *other_remedies,
                     ]
@@ -1132,8 +1147,9 @@ class _BaseBONG(BaseEstimator):
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
                 f"is far worse than a constant predictor's ({health.baseline_mean_loss:.3g}, "
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
-                f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: lower sigma0 "
-                f"({scales}), scale the inputs{inflation_hint}, or average over the posterior (predictive='probit')."
+                f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: "
+                f"{sigma0_remedy.lower()} ({sigma0_scales}), scale the inputs{inflation_hint}, or average over the posterior "
+                "(predictive='probit')."
                 + dynamics_advice
                 + weight_advice
                 + target_advice,

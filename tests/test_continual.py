@@ -250,3 +250,35 @@ def test_runaway_simple_inflation_raises_and_names_alpha(digits):
     with pytest.raises(FloatingPointError, match="inflation_alpha"):
         clf.partial_fit(X[100:1100], y[100:1100])
     np.testing.assert_array_equal(clf.posterior_.mean, mean)
+
+
+def test_a_stream_refused_after_a_drift_is_told_to_forget_and_then_goes_on():
+    """A regressor that predicted well, fed chunks after an abrupt change of the target
+    (y -> 30 - y at row 1000), is refused as diverged: its static-weight posterior is
+    confident in the old rows. The error names the drift and process_noise, not a sigma0
+    that partial_fit would ignore; with process_noise set, the refused chunk is absorbed
+    and the model follows the new rows."""
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(1500, noise=1.0, random_state=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    y[1000:] = 30 - y[1000:]
+    reg = BONGRegressor(hidden_layer_sizes=(16,), obs_noise="adaptive", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for start in range(0, 1500, 100):
+            rows = slice(start, start + 100)
+            try:
+                reg.partial_fit(X[rows], y[rows])
+            except FloatingPointError as error:
+                message = str(error)
+                break
+        else:
+            pytest.fail("the drift was never refused")
+        assert start >= 1000 and reg.t_ == start
+        assert "if its data have changed (drift)" in message and "Set process_noise" in message
+        assert "Lower sigma0" not in message and "Refit with a smaller sigma0 (only fit sets the prior" in message
+        reg.set_params(process_noise=1e-3)
+        reg.partial_fit(X[rows], y[rows])
+    assert reg.t_ == start + 100
+    assert reg.score(X[start + 100 : start + 300], y[start + 100 : start + 300]) > 0.3

@@ -151,6 +151,10 @@ class StreamHealth(NamedTuple):
         Categorical: class counts ``(C,)``. Gaussian: ``(4, C)`` pseudo-count, sum and sum of
         squares of each output, and sum of squares of the model's residuals (scored rows, and
         one pseudo-residual: 1, then from the burn-in's end the variance of y over it).
+    model_brier, baseline_brier : float
+        Categorical: the same weighted sums of the Brier scores ``||p - e_y||^2`` of the
+        two predictors' class probabilities. Zero otherwise (and in a state pickled before
+        they were kept, which then tells garbage from overconfidence by the hits alone).
     """
 
     n_seen: int
@@ -161,6 +165,8 @@ class StreamHealth(NamedTuple):
     model_hits: float
     baseline_hits: float
     baseline_stats: np.ndarray
+    model_brier: float = 0.0
+    baseline_brier: float = 0.0
 
     def _per_observation(self, total: float) -> float:
         return total / self.weight if self.weight > 0 else np.nan
@@ -195,11 +201,19 @@ class StreamHealth(NamedTuple):
 
     @property
     def diverged(self) -> bool:
-        """Far worse in log-loss and, for a classifier, not classifying better than the most
-        frequent class either: garbage. A classifier that is far worse in log-loss but
-        classifies better than the constant is overconfident (``far_worse`` alone); its
-        posterior may be sound and a Bayesian predictive repair it."""
-        return self.far_worse and not self.model_hits > self.baseline_hits
+        """Far worse in log-loss and, for a classifier, worse than the constant predictor in
+        the Brier score too: garbage. The Brier score is a proper score bounded by 2 per
+        observation, so a few confident mistakes cannot dominate it as they dominate the
+        log-loss: a classifier far worse in log-loss but better in Brier score is
+        overconfident (``far_worse`` alone), with probabilities that still carry
+        information; its posterior may be sound and a Bayesian predictive repair it. One
+        whose probabilities are worse than the class frequencies even in Brier score (a
+        collapse onto one class, or confident guesses at chance: with one-hot predictions on
+        ten balanced classes, below about 55% right) is not. The hits decide where no Brier
+        sums were kept."""
+        if self.model_brier == self.baseline_brier == 0.0:
+            return self.far_worse and not self.model_hits > self.baseline_hits
+        return self.far_worse and not self.model_brier < self.baseline_brier
 
     def diverged_given(self, conflict: float) -> bool:
         """``diverged``, or far worse with weights beyond ``PRIOR_DIVERGED`` (``conflict`` is
@@ -248,8 +262,9 @@ def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarr
 
 def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
-    rows of ``Y`` in order, whether each classified the row correctly, and the statistics
-    after them; ``n_scored`` rows were scored before."""
+    rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
+    (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
+    scored before."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
@@ -257,7 +272,9 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         scores = (np.asarray(model_log_probs, np.float64), np.log(np.sum(Y * proba, axis=1)))
         label = Y.argmax(axis=1)
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
-        return scores, hits, stats + _added_statistics(likelihood, Y, None)
+        with np.errstate(over="ignore", invalid="ignore"):
+            briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
+        return scores, hits, briers, stats + _added_statistics(likelihood, Y, None)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         rows_before = np.arange(Y.shape[0])[:, None]
@@ -270,7 +287,7 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
         added = _added_statistics(likelihood, Y, residuals.sum(axis=0))
     no_hits = np.zeros(Y.shape[0])
-    return (model, baseline), (no_hits, no_hits), stats + added
+    return (model, baseline), (no_hits, no_hits), (no_hits, no_hits), stats + added
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
@@ -291,7 +308,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     Y = Y[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
-    (model, baseline), (model_hits, baseline_hits), stats = _log_probs(
+    (model, baseline), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
         likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored
     )
     decay = 1.0 - 1.0 / HORIZON
@@ -309,7 +326,14 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         float(shrink * health.model_hits + weights @ model_hits),
         float(shrink * health.baseline_hits + weights @ baseline_hits),
         stats,
+        _finite_or_inf(shrink * health.model_brier + weights @ model_brier),
+        float(shrink * health.baseline_brier + weights @ baseline_brier),
     )
+
+
+def _finite_or_inf(total) -> float:
+    """A running sum, with NaN (non-finite probabilities) as the worst score."""
+    return float(total) if np.isfinite(total) else np.inf
 
 
 def prior_conflict(mean: np.ndarray, mean0: np.ndarray, sigma0: float) -> float:

@@ -111,6 +111,18 @@ def test_health_verdicts():
     assert garbage.far_worse and garbage.diverged
     overconfident = update_health(fresh, "categorical", Y, np.full(n, -5.0), right)
     assert overconfident.far_worse and not overconfident.diverged
+    # Far worse in log-loss and confident: right on four rows in five, the probabilities beat
+    # the class frequencies in Brier score (overconfident); right on one in five, they lose
+    # to them (garbage), although the most frequent class, which a cyclic stream defeats,
+    # classifies fewer rows right still.
+    every_fifth = (np.arange(n) % 5 == 0)[:, None]
+    mostly_right = update_health(fresh, "categorical", Y, np.full(n, -5.0), np.where(every_fifth, wrong, right))
+    assert mostly_right.far_worse and not mostly_right.diverged
+    mostly_wrong = update_health(fresh, "categorical", Y, np.full(n, -5.0), np.where(every_fifth, right, wrong))
+    assert mostly_wrong.model_hits > mostly_wrong.baseline_hits
+    assert mostly_wrong.far_worse and mostly_wrong.diverged
+    # A state pickled before the Brier sums were kept falls back on the hits.
+    assert not mostly_wrong._replace(model_brier=0.0, baseline_brier=0.0).diverged
     assert update_health(fresh, "categorical", Y, np.r_[uniform[1:], -np.inf], right).far_worse
     # A regressor has no classification to fall back on: far worse is diverged.
     rng = np.random.default_rng(0)
@@ -139,6 +151,23 @@ def test_a_diverging_classifier_raises_and_keeps_its_state(digits):
     assert "dynamics" not in str(raised.value)  # static weights: nothing to say about them
     np.testing.assert_array_equal(clf.predict_proba(X / 16), before)
     assert clf.t_ == 200
+
+
+def test_a_later_call_that_turns_a_good_classifier_into_garbage_is_refused(digits):
+    """A far too large process_noise set between partial_fit calls makes the predictions
+    confident guesses (about a fifth right, better than the most frequent class of a
+    balanced stream, worse than the class frequencies in Brier score): refused, naming the
+    dynamics, and the good posterior is kept."""
+    X, y = digits
+    X = (X - X.mean(axis=0)) / (X.std(axis=0) + 1e-9)
+    clf = BONGClassifier(hidden_layer_sizes=(16,), random_state=0).partial_fit(X[:300], y[:300], classes=range(10))
+    before = clf.predict_proba(X)
+    assert clf.score(X[300:], y[300:]) > 0.7
+    clf.set_params(process_noise=1000.0)
+    with pytest.raises(FloatingPointError, match=r"diverged.*process_noise \(now 1000.0\)"):
+        clf.partial_fit(X[300:], y[300:])
+    np.testing.assert_array_equal(clf.predict_proba(X), before)
+    assert clf.t_ == 300
 
 
 def test_a_classifier_that_learns_nothing_warns(digits):

@@ -60,26 +60,36 @@ _EXTREME_CLASS_WEIGHT = (
 # the prior N(mu_0, sigma0^2 I) is meant for (sigma0^2 ||J||^2 ~ 1e3 times the noise), most
 # configurations learn nothing and warn so (ConvergenceWarning: not learning), which these
 # checks accept. Those listed here go further: their weights grow by orders of magnitude and
-# they predict tens of nats per observation worse than a constant, so skbong raises
+# they predict tens of nats per observation worse than a constant (the classifiers: confident
+# guesses at chance, worse than the class frequencies in Brier score too), so skbong raises
 # FloatingPointError (issue 19: no silent failure) where the checks want a fit.
 _DIVERGES_UNSCALED = (
     "fits N(100, 1) features with random targets: the filter diverges there (weights orders of "
     "magnitude past the prior scale, log-loss far above a constant predictor's) and fit raises "
     "FloatingPointError instead of returning garbage (skbong/_health.py)"
 )
-_BOTH_IDEMPOTENT_AND_FITTED = ["check_fit_idempotent", "check_fit_check_is_fitted"]
+_UNSCALED_RANDOM_TARGETS = ["check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in"]
 _UNSCALED_DIVERGENCE = {
-    "BONGClassifier(family='diag',random_state=0,rank=3,sigma0=0.03)": _BOTH_IDEMPOTENT_AND_FITTED,
-    "BONGClassifier(family='fc_mom',random_state=0,rank=3,sigma0=0.03)": _BOTH_IDEMPOTENT_AND_FITTED,
-    "BONGClassifier(family='diag_mom',random_state=0,rank=3,sigma0=0.03)": _BOTH_IDEMPOTENT_AND_FITTED,
+    "BONGClassifier(family='diag',random_state=0,rank=3,sigma0=0.03)": _UNSCALED_RANDOM_TARGETS,
+    "BONGClassifier(family='fc_mom',random_state=0,rank=3,sigma0=0.03)": _UNSCALED_RANDOM_TARGETS,
+    "BONGClassifier(family='diag_mom',random_state=0,rank=3,sigma0=0.03)": _UNSCALED_RANDOM_TARGETS,
     "BONGClassifier(family='fc',hessian='mc_hess',hidden_layer_sizes=(),n_mc_samples=4,random_state=0)": (
-        _BOTH_IDEMPOTENT_AND_FITTED
+        _UNSCALED_RANDOM_TARGETS
     ),
     "BONGClassifier(algorithm='blr',hessian='lin_ef',learning_rate=0.5,n_inner_steps=2,random_state=0,rank=3)": (
-        _BOTH_IDEMPOTENT_AND_FITTED
+        _UNSCALED_RANDOM_TARGETS
     ),
-    "BONGRegressor(family='fc',random_state=0,rank=3)": [*_BOTH_IDEMPOTENT_AND_FITTED, "check_n_features_in"],
+    "BONGRegressor(family='fc',random_state=0,rank=3)": _UNSCALED_RANDOM_TARGETS,
 }
+# check_decision_proba_consistency fits unscaled blobs (centres (2, 2, ...) and (4, 4, ...),
+# 80 rows, one pass). BOG and BBB at learning rate 0.05 make confident guesses there (55-56%
+# right against the class frequencies' 49%, 2.2-2.6 nats per row against 0.71, worse in
+# Brier score too), so fit raises FloatingPointError; they pass every other classifier check.
+_PLAIN_STEPS_GUESS = (
+    "plain-gradient steps at learning rate 0.05 on this check's unscaled blobs give confident "
+    "guesses near chance, worse than a constant predictor in log-loss and Brier score, and fit "
+    "raises FloatingPointError instead of returning garbage (skbong/_health.py)"
+)
 
 
 # Non-default cells of the algorithm x hessian space: together they cover every algorithm
@@ -91,7 +101,8 @@ _BOTH = [
     {"algorithm": "bong", "hessian": "mc_hess", "family": "fc", "hidden_layer_sizes": (), "n_mc_samples": 4},
     {"algorithm": "blr", "hessian": "lin_hess", "family": "dlr", "rank": 3, "learning_rate": 0.5, "n_inner_steps": 2},
 ]
-# Plain-gradient (BOG, BBB) and empirical-Fisher cells pass every classifier check. As
+# Plain-gradient (BOG, BBB) and empirical-Fisher cells pass the classifier checks (BOG and BBB
+# all but check_decision_proba_consistency, _PLAIN_STEPS_GUESS). As
 # regressors they are not run: with a fixed learning rate, gradient steps on (mu, Upsilon,
 # W) diverge on the checks' unscaled inputs (make_blobs, |x| ~ 10) at every rate that
 # still reaches check_regressors_train's R^2 > 0.5 in a few passes (bog-mc_ef-dlr: NaN for
@@ -136,6 +147,8 @@ def _expected_failures(estimator):
     failures["check_sample_weight_equivalence_on_dense_data"] = _SEQUENTIAL_NOT_REPEATED
     if isinstance(estimator, BONGClassifier):
         failures["check_class_weight_classifiers"] = _EXTREME_CLASS_WEIGHT
+        if estimator.algorithm in ("bog", "bbb"):
+            failures["check_decision_proba_consistency"] = _PLAIN_STEPS_GUESS
     if isinstance(estimator, BONGRegressor) and estimator.algorithm == "bong":
         failures |= {check: _MOMENT_BREAKDOWN for check in _UNSCALED_REGRESSOR_CHECKS.get(estimator.family, [])}
     return failures

@@ -30,6 +30,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._health import (
     HORIZON,
     INPUT_MEAN_SQUARE,
+    NOISE_MISMATCH,
     PRIOR_CHECK_ROWS,
     PRIOR_CONFLICT,
     PRIOR_DIVERGED,
@@ -748,6 +749,12 @@ class _BaseBONG(BaseEstimator):
         "calibrated")."""
         return False
 
+    @property
+    def _fixed_noise(self) -> bool:
+        """Whether the filter runs at an observation noise that nothing fits to the data
+        (the regressor's float and "auto" settings), which the health checks then test."""
+        return False
+
     def _noise_rate(self) -> float:
         """``eps_min`` of the online noise estimate (LO-FI Eq. 66)."""
         return 0.0
@@ -1120,7 +1127,11 @@ class _BaseBONG(BaseEstimator):
                 self.__dict__.pop(name, None)
         # A health warning is given when its condition appears: a stream of one-row
         # partial_fit calls does not repeat it on every call while the condition lasts.
-        if conflict > PRIOR_CONFLICT and n_seen >= HORIZON and self.inflation is None:
+        if self._fixed_noise and health.noise_excess > NOISE_MISMATCH:
+            # First: a noise far from the errors also drives the weights from the prior (rows
+            # trusted too much) or keeps the model from learning (too little).
+            condition = "noise_mismatch"
+        elif conflict > PRIOR_CONFLICT and n_seen >= HORIZON and self.inflation is None:
             condition = "prior_conflict"
         elif health.far_worse:
             condition = "overconfident"
@@ -1178,6 +1189,25 @@ class _BaseBONG(BaseEstimator):
                 + " or scale the inputs."
                 + dynamics_advice
                 + target_advice,
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif condition == "noise_mismatch":
+            ratio = health.mean_square_error() / float(np.mean(obs_noise))
+            # obs_noise is in the filter's standardised units; the advice is in the user's.
+            suggested = obs_noise * ratio * (1.0 if y_loc_scale is None else np.asarray(y_loc_scale[1]) ** 2)
+            narrow = ratio > 1
+            warnings.warn(
+                f"{type(self).__name__}: its observation noise does not match its errors: over its last "
+                f"~{min(HORIZON, health.n_scored)} observations its squared one-step-ahead errors averaged "
+                f"{ratio:.3g} times the noise variance it assumes (obs_noise={self.obs_noise!r}), so the standard "
+                f"deviations of predict(return_std=True) are too {'small' if narrow else 'large'} and each update "
+                f"{'trusts its row too much' if narrow else 'learns too little from its row'}: its one-step-ahead "
+                f"log-loss is {health.noise_excess:.3g} nats per observation above that of the same predictions "
+                "with the variance of its errors. Use obs_noise='calibrated' (the default), which fits the noise "
+                "scale to the errors, or a noise near "
+                + (f"{float(suggested[0]):.3g}" if suggested.size == 1 else np.array2string(suggested, precision=3))
+                + ".",
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -2144,6 +2174,10 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     @property
     def _calibrated_noise(self) -> bool:
         return self.obs_noise == "calibrated"
+
+    @property
+    def _fixed_noise(self) -> bool:
+        return self.obs_noise not in ("calibrated", "adaptive")
 
     def _noise_rate(self) -> float:
         return self.obs_noise_rate

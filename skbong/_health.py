@@ -81,6 +81,7 @@ __all__ = [
     "PRIOR_CONFLICT",
     "PRIOR_DIVERGED",
     "BARELY_LEARNING",
+    "NOISE_MISMATCH",
     "INPUT_MEAN_SQUARE",
     "PRIOR_OUTPUT_STD",
     "PRIOR_OUTPUT_STD_CORRELATED",
@@ -118,6 +119,14 @@ PRIOR_DIVERGED = 1e4
 #: barely learning: on digits, BOG/BBB on the moment families at a tiny learning rate sat
 #: near chance (accuracy 0.10-0.16) with 2.21-2.25 nats against the constant's 2.30.
 BARELY_LEARNING = 0.05
+#: Nats per observation that a regressor's own one-step-ahead predictive (its means at the
+#: observation noise ``R`` it runs at) may lose against the same means scored at their
+#: residual variance before the noise counts as not matching the errors: 1 nat is lost,
+#: in expectation, when the errors' variance is about 4.5 times ``R`` (the predictive
+#: standard deviation 2.1 times too small) or ``R`` about 19 times their variance
+#: (``0.5 (k - log k - 1)`` for the ratio ``k``). The filter-consistency test of Kalman
+#: filtering, on the innovations against the noise they were predicted with.
+NOISE_MISMATCH = 1.0
 #: Mean square of the inputs above which the built-in MLP warns that they are not scaled:
 #: its first-layer pre-activations then start with a standard deviation above 3 instead of 1.
 INPUT_MEAN_SQUARE = 10.0
@@ -155,6 +164,10 @@ class StreamHealth(NamedTuple):
         Categorical: the same weighted sums of the Brier scores ``||p - e_y||^2`` of the
         two predictors' class probabilities. Zero otherwise (and in a state pickled before
         they were kept, which then tells garbage from overconfidence by the hits alone).
+    noise_loss, residual_square : float
+        Gaussian: the same weighted sums of the log-loss of the model's own one-step-ahead
+        predictive (the filter's record, at the noise it runs at) and of its squared
+        residuals summed over the outputs. Zero otherwise.
     """
 
     n_seen: int
@@ -167,6 +180,8 @@ class StreamHealth(NamedTuple):
     baseline_stats: np.ndarray
     model_brier: float = 0.0
     baseline_brier: float = 0.0
+    noise_loss: float = 0.0
+    residual_square: float = 0.0
 
     def _per_observation(self, total: float) -> float:
         return total / self.weight if self.weight > 0 else np.nan
@@ -220,6 +235,20 @@ class StreamHealth(NamedTuple):
         :func:`prior_conflict` of the belief): grown orders of magnitude past the prior
         scale, a diverged filter even while it still classifies some rows right."""
         return self.diverged or (self.far_worse and conflict > PRIOR_DIVERGED)
+
+    @property
+    def noise_excess(self) -> float:
+        """Gaussian, scored enough: nats per observation that the model's own predictive
+        loses against the same means scored at their residual variance (``model_loss``);
+        above ``NOISE_MISMATCH``, the noise the filter assumes does not match its errors.
+        Zero otherwise."""
+        if self.baseline_stats.ndim == 1 or self.n_scored < MIN_OBSERVATIONS or self.noise_loss == 0.0:
+            return 0.0
+        return (self.noise_loss - self.model_loss) / self.weight
+
+    def mean_square_error(self) -> float:
+        """Gaussian: the weighted mean squared one-step-ahead residual per output."""
+        return self.residual_square / self.weight / self.baseline_stats.shape[1] if self.weight > 0 else np.nan
 
     @property
     def not_learning(self) -> bool:
@@ -293,7 +322,9 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
                   model_means: np.ndarray) -> StreamHealth:
     """Score a run of observations ``Y`` (in the filter's units) given the model's
-    one-step-ahead log-probabilities (categorical) or means (Gaussian) of them."""
+    one-step-ahead log-probabilities of them ``(N,)`` (for a Gaussian, at the noise the
+    filter runs at; None leaves the noise check without data) and its means ``(N, C)``
+    (class probabilities, or the predicted targets)."""
     n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
     # The burn-in rows only teach the constant predictor.
     stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]))
@@ -315,8 +346,13 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     n = Y.shape[0]
     weights = decay ** np.arange(n - 1, -1, -1)
     shrink = decay**n
+    noise_loss, residual_square = 0.0, 0.0
     with np.errstate(over="ignore", invalid="ignore"):
         model_loss = shrink * health.model_loss - weights @ model
+        if likelihood != "categorical" and model_log_probs is not None:
+            noise_loss = _finite_or_inf(shrink * health.noise_loss - weights @ np.asarray(model_log_probs, np.float64))
+            squares = np.sum((Y - np.asarray(model_means, np.float64)[n_unscored:]) ** 2, axis=1)
+            residual_square = _finite_or_inf(shrink * health.residual_square + weights @ squares)
     return StreamHealth(
         health.n_seen + n_unscored + n,
         health.n_scored + n,
@@ -328,6 +364,8 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         stats,
         _finite_or_inf(shrink * health.model_brier + weights @ model_brier),
         float(shrink * health.baseline_brier + weights @ baseline_brier),
+        noise_loss,
+        residual_square,
     )
 
 

@@ -71,10 +71,15 @@ def test_health_matches_a_row_by_row_computation_across_calls(likelihood):
         proba = rng.dirichlet(np.ones(4), size=n)
     else:
         Y = rng.normal(1.0, 2.0, size=(n, 2))
-        model = proba = Y + rng.normal(0.0, 0.5, size=(n, 2))  # the model's one-step-ahead means
+        proba = Y + rng.normal(0.0, 0.5, size=(n, 2))  # the model's one-step-ahead means
+        # and its own log-probabilities of the rows, at a noise variance of 0.1 per output
+        own = -0.5 * np.sum(np.log(2 * np.pi * 0.1) + (Y - proba) ** 2 / 0.1, axis=1)
     health = new_health(likelihood, Y.shape[1])
     for cut in np.split(np.arange(n), [3, 7, 8, 300]):  # the split must not matter, burn-in included
-        health = update_health(health, likelihood, Y[cut], model[cut], proba[cut])
+        health = update_health(health, likelihood, Y[cut], (model if likelihood == "categorical" else own)[cut],
+                               proba[cut])
+    if likelihood == "gaussian":
+        model = proba
     model_lp, baseline_lp = _slow_scores(likelihood, Y, model)
     weights = (1 - 1 / HORIZON) ** np.arange(n - BURN_IN - 1, -1, -1)
     np.testing.assert_allclose(health.model_mean_loss, -(weights @ model_lp) / weights.sum(), rtol=1e-10)
@@ -85,6 +90,12 @@ def test_health_matches_a_row_by_row_computation_across_calls(likelihood):
         np.testing.assert_allclose(health.model_accuracy, (weights @ hits) / weights.sum(), rtol=1e-10)
     if likelihood == "gaussian":  # residual sd 0.5 against 2: log(2 / 0.5) nats per output better
         assert health.excess_loss == pytest.approx(-2 * np.log(4), abs=0.3)
+        np.testing.assert_allclose(health.noise_loss / health.weight, -(weights @ own[BURN_IN:]) / weights.sum(),
+                                   rtol=1e-10)
+        squares = np.sum((Y - proba) ** 2, axis=1)[BURN_IN:]
+        np.testing.assert_allclose(health.mean_square_error(), (weights @ squares) / weights.sum() / 2, rtol=1e-10)
+        # Errors of variance 0.25 scored at 0.1: 0.5 (k - log k - 1) = 0.18 nats per output, k = 2.5.
+        assert health.noise_excess == pytest.approx(2 * 0.5 * (2.5 - np.log(2.5) - 1), abs=0.1)
 
 
 def test_health_verdicts():
@@ -315,3 +326,24 @@ def test_a_prior_too_wide_for_the_family_warns(digits):
             assert not found
     assert spreads["dlr", 1.0] < PRIOR_OUTPUT_STD_CORRELATED < spreads["dlr", 3.0]
     assert spreads["diag", 0.3] < PRIOR_OUTPUT_STD < spreads["diag", 1.0]
+
+
+@pytest.mark.parametrize("obs_noise, side", [(1e-3, "small"), (1000.0, "large")])
+def test_a_fixed_noise_far_from_the_errors_warns_and_names_one_near_them(obs_noise, side):
+    """A fixed obs_noise far below the squared errors makes return_std far too narrow (and
+    each update trust its row too much), far above them too wide: the fit warns, in the
+    user's units, with a noise near the errors' variance. 'calibrated', the default, fits
+    the scale and says nothing."""
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(1000, noise=1.0, random_state=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with pytest.warns(ConvergenceWarning, match=rf"does not match its errors.*too {side}") as caught:
+        reg = BONGRegressor(hidden_layer_sizes=(16,), obs_noise=obs_noise, random_state=0).fit(X[:700], y[:700])
+    message = next(str(w.message) for w in caught if "does not match" in str(w.message))
+    suggested = float(message.rsplit("a noise near ", 1)[1].rstrip("."))
+    mean_square_error = np.mean((reg.predict(X[700:]) - y[700:]) ** 2)
+    assert 0.25 < suggested / mean_square_error < 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        BONGRegressor(hidden_layer_sizes=(16,), random_state=0).fit(X[:700], y[:700])

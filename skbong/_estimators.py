@@ -65,7 +65,7 @@ from .core import (
     run_sweep,
     sample_posterior,
 )
-from .core._filter import CPU_RUN_ONCE_OPTIONS, _jit, default_key
+from .core._filter import CPU_RUN_ONCE_OPTIONS, _jit, _padded_blocks, default_key
 
 __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
 
@@ -1327,10 +1327,11 @@ class _BaseBONG(BaseEstimator):
         apply = jax.jit(spec.apply)
         with _x64_scope(self.dtype):
             mean = np.asarray(prior_mean, self.dtype)
+            # The prediction blocks, zero-padded to one shape: one compilation.
             bad = np.concatenate(
                 [
-                    ~np.all(np.isfinite(np.asarray(apply(mean, X[start : start + 1024]))), axis=1)
-                    for start in range(0, X.shape[0], 1024)
+                    ~np.all(np.isfinite(np.asarray(apply(mean, block))[:n_rows]), axis=1)
+                    for block, n_rows in _padded_blocks(X, self.dtype)
                 ]
             )
         if bad.any():

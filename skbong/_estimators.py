@@ -921,9 +921,12 @@ class _BaseBONG(BaseEstimator):
                 prior_mean if grid is None else np.broadcast_to(prior_mean, (grid.size, prior_mean.size)),
                 np.asarray(prior_scales, self.dtype) ** -2,
             )
-            # Every observation is scored before it is absorbed: the prequential record when
-            # asked for, else the plug-in predictive (one forward pass), for the health test.
-            record = self._predictive(config) if self.prequential else PluginPredictive()
+            # Every observation is scored before it is absorbed, for the health test: by the
+            # prequential record when asked for, else by the plug-in predictive (one forward
+            # pass). A fixed noise is tested against the predictive variance J Sigma J^T + R
+            # (the innovation covariance of the filter-consistency test), not R alone: while
+            # the posterior is still wide its errors exceed R and must.
+            record = self._predictive(config) if self.prequential or self._fixed_noise else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
             history = [] if reset else list(getattr(self, "history_", []))
@@ -1183,10 +1186,10 @@ class _BaseBONG(BaseEstimator):
                     if self._likelihood == "categorical"
                     else ""
                 )
-                + f". Try another sigma0 ({scales}: too small a prior learns nothing, too wide a one "
-                "diverges)"
+                + ". If y depends on X, try another sigma0"
+                + f" ({scales}: too small a prior learns nothing, too wide a one diverges)"
                 + (", another learning_rate" if self.algorithm != "bong" else "")
-                + " or scale the inputs."
+                + " or scale the inputs; if it does not, there is nothing to learn."
                 + dynamics_advice
                 + target_advice,
                 ConvergenceWarning,
@@ -1197,15 +1200,27 @@ class _BaseBONG(BaseEstimator):
             # obs_noise is in the filter's standardised units; the advice is in the user's.
             suggested = obs_noise * ratio * (1.0 if y_loc_scale is None else np.asarray(y_loc_scale[1]) ** 2)
             narrow = ratio > 1
+            partial_covariance = (
+                f" A {self.family!r} posterior keeps only part of the covariance of the weights, which can also "
+                "make its predictive too narrow."
+                if narrow and self.family != "fc"
+                else ""
+            )
             warnings.warn(
-                f"{type(self).__name__}: its observation noise does not match its errors: over its last "
-                f"~{min(HORIZON, health.n_scored)} observations its squared one-step-ahead errors averaged "
-                f"{ratio:.3g} times the noise variance it assumes (obs_noise={self.obs_noise!r}), so the standard "
-                f"deviations of predict(return_std=True) are too {'small' if narrow else 'large'} and each update "
-                f"{'trusts its row too much' if narrow else 'learns too little from its row'}: its one-step-ahead "
-                f"log-loss is {health.noise_excess:.3g} nats per observation above that of the same predictions "
-                "with the variance of its errors. Use obs_noise='calibrated' (the default), which fits the noise "
-                "scale to the errors, or a noise near "
+                f"{type(self).__name__}: its predictive variance does not match its errors: over its last "
+                f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss, with the variance of "
+                f"predict(return_std=True) (obs_noise={self.obs_noise!r} plus the weights' uncertainty), is "
+                f"{health.noise_excess:.3g} nats per observation above that of the same predictions with the "
+                f"variance of their errors, whose squares averaged {ratio:.3g} times obs_noise. The standard "
+                f"deviations it predicts are too {'small' if narrow else 'large'}"
+                + (
+                    " (and, where obs_noise is the cause, each update trusts its row too much)."
+                    if narrow
+                    else " (and, where obs_noise is the cause, each update learns too little from its row)."
+                )
+                + partial_covariance
+                + " Use obs_noise='calibrated' (the default), which scales the predictive variance to the errors, "
+                "or, where the errors are mostly observation noise, a noise near "
                 + (f"{float(suggested[0]):.3g}" if suggested.size == 1 else np.array2string(suggested, precision=3))
                 + ".",
                 ConvergenceWarning,

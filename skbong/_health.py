@@ -119,13 +119,14 @@ PRIOR_DIVERGED = 1e4
 #: barely learning: on digits, BOG/BBB on the moment families at a tiny learning rate sat
 #: near chance (accuracy 0.10-0.16) with 2.21-2.25 nats against the constant's 2.30.
 BARELY_LEARNING = 0.05
-#: Nats per observation that a regressor's own one-step-ahead predictive (its means at the
-#: observation noise ``R`` it runs at) may lose against the same means scored at their
-#: residual variance before the noise counts as not matching the errors: 1 nat is lost,
-#: in expectation, when the errors' variance is about 4.5 times ``R`` (the predictive
-#: standard deviation 2.1 times too small) or ``R`` about 19 times their variance
-#: (``0.5 (k - log k - 1)`` for the ratio ``k``). The filter-consistency test of Kalman
-#: filtering, on the innovations against the noise they were predicted with.
+#: Nats per observation that a regressor's own one-step-ahead predictive (its means with the
+#: variance ``J Sigma J^T + R`` of ``return_std``) may lose against the same means scored at
+#: their residual variance before the predictive variance counts as not matching the errors:
+#: 1 nat is lost, in expectation, when the errors' variance is about 4.5 times the predicted
+#: one (the predictive standard deviation 2.1 times too small) or the predicted variance
+#: about 19 times theirs (``0.5 (k - log k - 1)`` for the ratio ``k``). The
+#: filter-consistency test of Kalman filtering, on the innovations against the covariance
+#: they were predicted with.
 NOISE_MISMATCH = 1.0
 #: Mean square of the inputs above which the built-in MLP warns that they are not scaled:
 #: its first-layer pre-activations then start with a standard deviation above 3 instead of 1.
@@ -166,8 +167,9 @@ class StreamHealth(NamedTuple):
         they were kept, which then tells garbage from overconfidence by the hits alone).
     noise_loss, residual_square : float
         Gaussian: the same weighted sums of the log-loss of the model's own one-step-ahead
-        predictive (the filter's record, at the noise it runs at) and of its squared
-        residuals summed over the outputs. Zero otherwise.
+        predictive (the filter's record: for a fixed noise, the linearised predictive, the
+        noise plus the weights' uncertainty) and of its squared residuals summed over the
+        outputs. Zero otherwise.
     """
 
     n_seen: int
@@ -240,7 +242,7 @@ class StreamHealth(NamedTuple):
     def noise_excess(self) -> float:
         """Gaussian, scored enough: nats per observation that the model's own predictive
         loses against the same means scored at their residual variance (``model_loss``);
-        above ``NOISE_MISMATCH``, the noise the filter assumes does not match its errors.
+        above ``NOISE_MISMATCH``, the variance it predicts does not match its errors.
         Zero otherwise."""
         if self.baseline_stats.ndim == 1 or self.n_scored < MIN_OBSERVATIONS or self.noise_loss == 0.0:
             return 0.0

@@ -328,6 +328,37 @@ def test_a_prior_too_wide_for_the_family_warns(digits):
     assert spreads["diag", 0.3] < PRIOR_OUTPUT_STD < spreads["diag", 1.0]
 
 
+def _linear_stream(n_rows, rng):
+    """``n_rows`` rows of a 20-feature linear model with noise variance 0.01."""
+    X = rng.standard_normal((n_rows, 20))
+    return X, X @ np.linspace(-2.0, 2.0, 20) + 0.1 * rng.standard_normal(n_rows)
+
+
+@pytest.mark.parametrize("family", ["fc", "dlr", "diag"])
+def test_the_noise_check_tests_the_predictive_variance_that_return_std_gives(family):
+    """At the true noise, 60 rows of 20 features: while the posterior is wide the one-step-ahead
+    errors exceed the noise by a factor of hundreds, and must. The filter-consistency test
+    compares them with the predictive variance ``J Sigma J^T + R`` of ``return_std``, not with
+    ``R``: exact Bayesian linear regression (fc, no hidden layer) is calibrated on held-out rows
+    and says nothing, while the diagonal and low-rank posteriors, whose ``return_std`` is
+    truly too narrow on this stream, warn and say that the family can be the cause."""
+    rng = np.random.default_rng(0)
+    X, y = _linear_stream(60, rng)
+    X_test, y_test = _linear_stream(2000, rng)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        reg = BONGRegressor(family=family, hidden_layer_sizes=(), obs_noise=0.01, random_state=0).fit(X, y)
+    mean, std = reg.predict(X_test, return_std=True)
+    mean_square_z = np.mean(((y_test - mean) / std) ** 2)
+    messages = [str(w.message) for w in caught if "does not match its errors" in str(w.message)]
+    if family == "fc":
+        assert 0.5 < mean_square_z < 2
+        assert not messages
+    else:
+        assert mean_square_z > 4
+        assert len(messages) == 1 and "too small" in messages[0] and "keeps only part of the covariance" in messages[0]
+
+
 @pytest.mark.parametrize("obs_noise, side", [(1e-3, "small"), (1000.0, "large")])
 def test_a_fixed_noise_far_from_the_errors_warns_and_names_one_near_them(obs_noise, side):
     """A fixed obs_noise far below the squared errors makes return_std far too narrow (and

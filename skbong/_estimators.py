@@ -1200,6 +1200,7 @@ class _BaseBONG(BaseEstimator):
             # obs_noise is in the filter's standardised units; the advice is in the user's.
             suggested = obs_noise * ratio * (1.0 if y_loc_scale is None else np.asarray(y_loc_scale[1]) ** 2)
             narrow = ratio > 1
+            static_weights = self.dynamics_decay == 1 and self.process_noise == 0 and self.inflation is None
             partial_covariance = (
                 f" A {self.family!r} posterior keeps only part of the covariance of the weights, which can also "
                 "make its predictive too narrow."
@@ -1222,7 +1223,12 @@ class _BaseBONG(BaseEstimator):
                 + " Use obs_noise='calibrated' (the default), which scales the predictive variance to the errors, "
                 "or, where the errors are mostly observation noise, a noise near "
                 + (f"{float(suggested[0]):.3g}" if suggested.size == 1 else np.array2string(suggested, precision=3))
-                + ".",
+                + "."
+                + (
+                    " If the data drift, static weights cannot follow them: set process_noise."
+                    if narrow and static_weights
+                    else ""
+                ),
                 ConvergenceWarning,
                 stacklevel=3,
             )

@@ -1002,13 +1002,27 @@ class _BaseBONG(BaseEstimator):
         )
         if not valid:
             self._refuse_non_finite_network(spec, prior_mean, X)
+            # A dense covariance update subtracts nearly equal numbers when the noise is tiny
+            # against the prior's output variance (about 1 on standardised targets): near
+            # 1e-7 of it, float32 round-off breaks its positivity (friedman1, yacht,
+            # diabetes: fc fits at 1e-6 and fails at 1e-7; in float64 it fits at both).
+            relative_noise = float(np.min(np.asarray(hyper.obs_noise))) if self._likelihood == "gaussian" else 1.0
+            round_off = (
+                f"The observation noise is {relative_noise:.2g} of the variance of y, near float32's "
+                "resolution (1.2e-7): round-off in the covariance update breaks its positivity. Use "
+                "dtype='float64', or a larger obs_noise."
+                if self.family == "fc" and np.dtype(self.dtype) == np.float32 and relative_noise < 1e-5
+                else ""
+            )
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
                 "not positive) during the update"
                 + ("" if grid is None else " at every prior scale")
                 + "; the estimator keeps its previous state. "
                 + (
-                    "Moment-parameter families lose positive definiteness when sigma0^2 "
+                    round_off
+                    if round_off
+                    else "Moment-parameter families lose positive definiteness when sigma0^2 "
                     f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
                     "family='fc', 'diag' or 'dlr'."
                     if self.family in ("fc_mom", "diag_mom")

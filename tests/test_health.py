@@ -357,6 +357,22 @@ def test_a_wide_prior_warns_a_regressor_only_in_the_families_it_degrades():
             assert r2_wide > r2_default - 0.05 and nlpd_wide < nlpd_default + 0.15 and not found_wide
 
 
+def test_a_full_covariance_broken_by_float32_round_off_says_so():
+    """An observation noise of 4e-10 of the variance of y is below float32's resolution: the
+    dense covariance update loses its positivity to round-off and the fit raises, naming
+    dtype='float64' rather than the prior. In float64 the same fit learns."""
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(600, noise=0.0, random_state=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with pytest.raises(FloatingPointError, match=r"near float32's resolution.*dtype='float64'"):
+        BONGRegressor(family="fc", obs_noise=1e-8, random_state=0).fit(X[:400], y[:400])
+    reg = BONGRegressor(family="fc", obs_noise=1e-8, dtype="float64", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        assert reg.fit(X[:400], y[:400]).score(X[400:], y[400:]) > 0.8
+
+
 def _linear_stream(n_rows, rng):
     """``n_rows`` rows of a 20-feature linear model with noise variance 0.01."""
     X = rng.standard_normal((n_rows, 20))

@@ -145,3 +145,23 @@ def test_a_fixed_scale_reports_itself(digits):
     np.testing.assert_array_equal(clf.sigma0_weights_, [1.0])
     clf.set_params(sigma0="auto").partial_fit(X[:10], y[:10])  # sigma0 acts at fit only
     assert clf.sigma0_ == 0.2 and not hasattr(clf, "_members")
+
+
+@pytest.mark.parametrize("obs_noise", ["calibrated", 1.0])
+def test_recording_the_stream_never_changes_what_auto_fits(obs_noise):
+    """The scales are weighed by their plug-in evidence whether the stream is recorded
+    (prequential=True, whose record is the regressor's linearised predictive) or not. On
+    diabetes the linearised predictive's evidence chose sigma0 = 1 where the plug-in's chose
+    0.1, so recording used to change the fit."""
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    fits = [
+        BONGRegressor(sigma0="auto", obs_noise=obs_noise, prequential=recorded, random_state=0).fit(X[:300], y[:300])
+        for recorded in (False, True)
+    ]
+    assert fits[0].sigma0_ == fits[1].sigma0_
+    np.testing.assert_allclose(fits[0].sigma0_weights_, fits[1].sigma0_weights_, atol=1e-6)
+    np.testing.assert_allclose(fits[0].predict(X[300:]), fits[1].predict(X[300:]), rtol=1e-5)
+    assert fits[1].prequential_log_prob_.shape == (300,) and np.all(np.isfinite(fits[1].prequential_log_prob_))

@@ -924,19 +924,18 @@ class _BaseBONG(BaseEstimator):
                 prior_mean if grid is None else np.broadcast_to(prior_mean, (grid.size, prior_mean.size)),
                 np.asarray(prior_scales, self.dtype) ** -2,
             )
-            # Every observation is scored before it is absorbed, for the health test: by the
-            # prequential record when asked for, else by the plug-in predictive (one forward
-            # pass). A fixed noise is tested against the predictive variance J Sigma J^T + R
-            # (the innovation covariance of the filter-consistency test), not R alone: while
-            # the posterior is still wide its errors exceed R and must.
-            record = self._predictive(config) if self.prequential or self._fixed_noise else PluginPredictive()
-            if grid is not None:
-                # The members are weighed by their plug-in evidence whatever is recorded: a
-                # record that changed the weights would make recording change the fit, and
-                # the plug-in weighs better (UCI, diabetes, friedman1, calibrated noise: the
-                # linearised predictive's evidence chose scales 0.03-0.14 nats worse in test
-                # NLPD on four of seven sets, within 0.02 on the others).
-                record = PluginPredictive()
+            # Every observation is scored before it is absorbed, for the health test, by the
+            # plug-in predictive (one forward pass) unless:
+            # - the stream is recorded (prequential): by the estimator's predictive;
+            # - the noise is fixed: by the linearised predictive, J Sigma J^T + R (the
+            #   innovation covariance of the filter-consistency test), as R alone cries wolf
+            #   while the posterior is wide and its errors exceed R, as they must.
+            # A sweep's members are weighed by their plug-in evidence whatever is recorded, so
+            # that recording never changes the fit; the plug-in also weighs better (UCI,
+            # diabetes, friedman1, calibrated noise: the linearised evidence chose scales
+            # 0.03-0.14 nats worse in test NLPD on four of seven sets, within 0.02 on the rest).
+            scored_by_own = grid is None and (self.prequential or self._fixed_noise)
+            record = self._predictive(config) if scored_by_own else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
             history = [] if reset else list(getattr(self, "history_", []))

@@ -244,7 +244,8 @@ _SHARED_PARAMS_DOC = """
         Algorithm 1; BONG footnote 1), in ``prequential_log_prob_`` and
         ``prequential_prediction_``, with the estimator's predictive (with
         ``sigma0="auto"``: the model average of the scales' plug-in predictives, which
-        weigh them). Costs one prediction per observation and never changes the fit.
+        weigh them). Costs one prediction per observation. Recording never changes the
+        posterior; the health checks then score the recorded predictive.
     verbose : int, default=0
         When positive, print a progress line after each compiled chunk of at most 512
         updates: rows done, rows per second (compute, not dispatch: each chunk is

@@ -1226,7 +1226,9 @@ class _BaseBONG(BaseEstimator):
             # obs_noise is in the filter's standardised units; the advice is in the user's.
             suggested = obs_noise * ratio * (1.0 if y_loc_scale is None else np.asarray(y_loc_scale[1]) ** 2)
             narrow = ratio > 1
-            static_weights = self.dynamics_decay == 1 and self.process_noise == 0 and self.inflation is None
+            # Static weights: no dynamics (dynamics_advice says nothing, as for drift_advice)
+            # and no inflation.
+            static_weights = not dynamics_advice and self.inflation is None
             partial_covariance = (
                 f" A {self.family!r} posterior keeps only part of the covariance of the weights, which can also "
                 "make its predictive too narrow."

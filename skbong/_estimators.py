@@ -33,11 +33,13 @@ from ._health import (
     NOISE_MISMATCH,
     PRIOR_CHECK_ROWS,
     PRIOR_CONFLICT,
+    PRIOR_PULL,
     PRIOR_DIVERGED,
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
     new_health,
     prior_conflict,
+    prior_pull,
     update_health,
 )
 from .core import (
@@ -1160,7 +1162,13 @@ class _BaseBONG(BaseEstimator):
             # First: a noise far from the errors also drives the weights from the prior (rows
             # trusted too much) or keeps the model from learning (too little).
             condition = "noise_mismatch"
-        elif conflict > PRIOR_CONFLICT and n_seen >= HORIZON and self.inflation is None:
+        elif (
+            conflict > PRIOR_CONFLICT
+            and n_seen >= HORIZON
+            and self.inflation is None
+            and (pull := prior_pull(state[0], prior_mean, prior_scale, config.family.marginal_variance(state)))
+            > PRIOR_PULL
+        ):
             condition = "prior_conflict"
         elif health.far_worse:
             condition = "overconfident"
@@ -1176,8 +1184,10 @@ class _BaseBONG(BaseEstimator):
             warnings.warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
                 f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
-                "prior mean, where a prior that suits the data gives at most about 1. The fit is likely "
-                f"degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the inputs." + target_advice,
+                "prior mean, where a prior that suits the data gives at most about 1, and the prior pulls it "
+                f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
+                f"put it. The fit is likely degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the "
+                "inputs." + target_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )

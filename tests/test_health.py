@@ -17,9 +17,11 @@ from skbong._health import (
     HORIZON,
     MIN_OBSERVATIONS,
     PRIOR_CHECK_ROWS,
+    PRIOR_CONFLICT,
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
     new_health,
+    prior_conflict,
     update_health,
 )
 from skbong.core import MLPSpec, make_config
@@ -202,9 +204,25 @@ def test_a_prior_at_odds_with_the_inputs_warns(digits):
     # posterior mean lies several prior standard deviations per weight from mu_0. (The default
     # line search keeps this fit near the prior: 0.93 training accuracy against 0.10 without.)
     X, y = digits
-    with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data"):
+    with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data.*the prior pulls it"):
         clf = BONGClassifier(hidden_layer_sizes=(16,), backtrack=False, random_state=0).fit(X, y)
     np.testing.assert_array_equal(clf._prior_mean, MLPSpec(64, (16,), 10, "relu").init_params(clf._seed).astype(np.float32))
+
+
+@pytest.mark.parametrize("family", ["fc", "diag", "dlr"])
+def test_a_prior_conflict_that_the_data_override_is_silent(family):
+    # A linear model on 500 rows: its 6 weights (standardised units, about 1 for the one
+    # feature that matters) lie far out in a N(0, 0.2^2) prior, but the data pin them down
+    # (posterior variances near 1e-4 of the prior's), so the prior pulls nothing.
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 5))
+    y = X[:, 0] + 0.1 * rng.standard_normal(500)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg = BONGRegressor(hidden_layer_sizes=(), family=family, rank=3, sigma0=0.2).fit(X, y)
+    assert prior_conflict(reg.posterior_[0], reg._prior_mean, reg.sigma0_) > PRIOR_CONFLICT
+    wide = BONGRegressor(hidden_layer_sizes=(), family=family, rank=3, sigma0=2.0).fit(X, y)
+    assert reg.score(X, y) > wide.score(X, y) - 1e-3
 
 
 def test_a_healthy_fit_is_silent(digits):

@@ -63,6 +63,17 @@ def test_output_covariance_matches_dense_sandwich(family):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_marginal_variance_is_the_dense_diagonal(family):
+    """``family.marginal_variance`` (Woodbury for DLR) equals ``diag(Sigma)`` formed densely."""
+    with jax.enable_x64(True):
+        rng = np.random.default_rng(2)
+        state = _STATE_OF[family](*(jnp.asarray(a) for a in _random_state(family, 9, rng)))
+        config = make_config(lambda t, x: x @ t.reshape(3, 3), "gaussian", family, rank=3)
+        got = np.asarray(config.family.marginal_variance(state))
+        np.testing.assert_allclose(got, np.diag(_dense_cov(state)), rtol=1e-10)
+
+
 # ------------------------------------------------ 1. linear-Gaussian: exact predictive
 def test_linearized_regression_predictive_is_exact_bayes_for_linear_gaussian():
     """BONG-LIN-HESS-FC then the linearised predictive (LO-FI Eqs. 59-60) equals the

@@ -305,6 +305,10 @@ class _GaussianFamily:
         """Dense ``Sigma`` (for tests and small models)."""
         return self._covariance(state)
 
+    def marginal_variance(self, state) -> jax.Array:
+        """``diag(Sigma)``, the posterior variance of each weight, shape ``(P,)``."""
+        return jnp.diagonal(self.covariance(state))
+
     def output_covariance(self, state, jac: jax.Array) -> jax.Array:
         """``J Sigma J^T`` for Jacobians ``jac`` of shape ``(B, C, P)``: ``(B, C, C)``
         (LO-FI Eq. 60); ``O(B C^2 P)`` for the diagonal families."""
@@ -664,6 +668,7 @@ class Diagonal(_GaussianFamily):
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
+    marginal_variance = staticmethod(lambda state: state.var)
 
     precision_quadratic = staticmethod(_diag_precision_quadratic)
 
@@ -698,6 +703,7 @@ class DiagonalMoment(_GaussianFamily):
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
+    marginal_variance = staticmethod(lambda state: state.var)
 
     precision_quadratic = staticmethod(_diag_precision_quadratic)
 
@@ -944,6 +950,15 @@ class DiagonalLowRank:
     def precision_quadratic(self, state: DLRState, v: jax.Array) -> jax.Array:
         """``v^T (Upsilon + W W^T) v`` in ``O(R P)``."""
         return jnp.sum(state.diag_precision * v * v) + jnp.sum((state.low_rank.T @ v) ** 2)
+
+    def marginal_variance(self, state: DLRState) -> jax.Array:
+        """``diag((Upsilon + W W^T)^{-1})`` by Woodbury (Eq. 320) in ``O(R^2 P)``:
+        ``1 / Upsilon - rowsum((V C) * V)`` with ``V = Upsilon^{-1} W`` and
+        ``C = (I + W^T V)^{-1}``."""
+        ups, w = state.diag_precision, state.low_rank
+        v = w / ups[:, None]
+        inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v
+        return 1.0 / ups - jnp.sum(v * jnp.linalg.solve(inner, v.T).T, axis=1)
 
     def covariance(self, state: DLRState) -> jax.Array:
         """Dense ``(Upsilon + W W^T)^{-1}`` (for tests and small models)."""

@@ -1419,10 +1419,13 @@ class _BaseBONG(BaseEstimator):
             )
         diagonal = self.family in ("diag", "diag_mom")
         limit = PRIOR_OUTPUT_STD if diagonal else PRIOR_OUTPUT_STD_CORRELATED
-        if self._likelihood == "gaussian" and self.family in ("diag", "dlr", "slr"):
+        linear = self.model is None and not self._hidden_layer_sizes()
+        if self._likelihood == "gaussian" and (self.family in ("diag", "dlr", "slr") or (linear and self.family == "fc")):
             # With a Gaussian likelihood the natural-parameter diagonal (Kalman-gain) and
             # low-rank steps learn about as well at wide priors as at the default (measured
-            # in the _health module docstring): the check would only cry wolf.
+            # in the _health module docstring): the check would only cry wolf. On a model
+            # linear in its weights the full-covariance step is exact Bayesian linear
+            # regression (the Kalman filter; BONG Prop. 4.1), which no prior width degrades.
             limit = None
         if self.algorithm == "bong" and grid is None and X.shape[0] and limit is not None:
             spread = prior_output_spread(config, state.mean, float(self.sigma0), X[:PRIOR_CHECK_ROWS])

@@ -376,6 +376,24 @@ def test_a_wide_prior_warns_a_regressor_only_in_the_families_it_degrades():
             assert r2_wide > r2_default - 0.05 and nlpd_wide < nlpd_default + 0.15 and not found_wide
 
 
+def test_a_wide_prior_is_no_warning_for_exact_bayesian_linear_regression():
+    """Without hidden layers, BONG-LIN-HESS-FC with a Gaussian likelihood is the Kalman
+    filter, exact Bayesian linear regression: at sigma0 = 10 (a prior output spread of about
+    32 on standardised targets) it predicts as at 3 and warns of nothing. The noise is fixed
+    (the true one), so the fits are exact posteriors, whatever the order of the rows."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 10))
+    y = X @ rng.standard_normal(10) + 0.5 * rng.standard_normal(600)
+    fits = {}
+    for sigma0 in (3.0, 10.0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            fits[sigma0] = BONGRegressor(
+                hidden_layer_sizes=(), family="fc", sigma0=sigma0, obs_noise=0.25, dtype="float64", random_state=0
+            ).fit(X, y)
+    np.testing.assert_allclose(fits[10.0].predict(X), fits[3.0].predict(X), atol=1e-3 * y.std())
+
+
 def test_a_full_covariance_broken_by_float32_round_off_says_so():
     """An observation noise of 4e-10 of the variance of y is below float32's resolution: the
     dense covariance update loses its positivity to round-off and the fit raises, naming

@@ -49,6 +49,7 @@ from flax import nnx
 
 from skbong.core import MLP, Hyperparameters, make_config, module_params, run_filter, update_step
 from skbong.core._filter import MATMUL_PRECISION
+from skbong.core._random import standard_normal
 from skbong.datasets import mnist_stream
 from mnist_stream import Model, build_model
 
@@ -128,13 +129,12 @@ def draw_probe(n_samples: int, n_params: int, n_steps: int):
     """``key -> total`` of the normal draws of ``n_steps`` Monte-Carlo steps, each of shape
     ``(n_samples, n_params)`` (``family.sample``), in one scan as the filter runs its steps,
     so that one call's dispatch is spread over the steps as in a timed call of the filter.
-    The draws are summed as drawn, so the probe times drawing them, not writing them out.
-    The draw rate of JAX's PRNG varies with the count (100-180 M/s for 2^18-2^22 on a
-    2-core host) and with the host's load, so each cell times its own count, between its
-    own steady calls."""
+    They are the step's own draws (``skbong.core._random.standard_normal``, written out once
+    as in the step), then summed. The draw rate varies with the host's load, so each cell
+    times its own count, between its own steady calls."""
 
     def one_step(total, key):
-        return total + jnp.sum(jax.random.normal(key, (n_samples, n_params), jnp.float32)), None
+        return total + jnp.sum(standard_normal(key, (n_samples, n_params), jnp.float32)), None
 
     return jax.jit(lambda key: jax.lax.scan(one_step, jnp.float32(0), jax.random.split(key, n_steps))[0])
 
@@ -305,14 +305,13 @@ def main():
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
             "Column 'bound' says what bounds the steps this floor misjudges. For MC-EF it gives the "
-            "time of the step's M x P normal draws alone (JAX's default PRNG, the draws summed as "
-            "drawn, one scan over as many steps as a timed call), timed in each cell between its "
+            "time of the step's M x P normal draws alone (the step's own Threefry draws, "
+            "`skbong.core._random`, written out and summed, one scan over as many steps as a timed call), timed in each cell between its "
             "steady calls (median of 3), so that a slow spell "
             "of the host falls on the step and its draws alike. For DLR-10 it gives the time over its "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
-            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the PRNG's integer hashing, and "
-            "parts of it that it recomputes in several fusions, as FLOPs. For FC LIN-HESS the column "
+            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the draws' integer hashing as FLOPs. For FC LIN-HESS the column "
             "gives the time over its FLOPs alone: from P = 2048 its steps defer their covariance "
             "downdates (`FullCovariance.deferred_columns`), so they read the P x P covariance about once "
             "a step and write it once per block of about 25 steps, less traffic than the floor's "

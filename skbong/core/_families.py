@@ -47,6 +47,7 @@ import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
 from ._curvature import Curvature, DenseFactors, LowRankCurvature
+from ._random import standard_normal
 
 __all__ = [
     "FullCovState",
@@ -171,12 +172,12 @@ def _diag_precision_quadratic(state: DiagState, v: jax.Array) -> jax.Array:
 
 def _full_sample(state: FullCovState, key: jax.Array, n_samples: int) -> jax.Array:
     chol = jnp.linalg.cholesky(state.cov)
-    z = jax.random.normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
+    z = standard_normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
     return state.mean + z @ chol.T
 
 
 def _diag_sample(state: DiagState, key: jax.Array, n_samples: int) -> jax.Array:
-    z = jax.random.normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
+    z = standard_normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
     return state.mean + z * jnp.sqrt(state.var)
 
 
@@ -809,7 +810,7 @@ class DiagonalLowRank:
         root_s = jnp.sqrt(1.0 + s)
         phi = -1.0 / (root_s * (1.0 + root_s))
         av = a @ v  # (P, R)
-        z = jax.random.normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
+        z = standard_normal(key, (n_samples, state.mean.shape[0]), state.mean.dtype)
         white = z + ((z @ av) * phi) @ av.T
         return state.mean + white * ups_isqrt
 

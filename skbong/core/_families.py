@@ -585,6 +585,22 @@ def _factor_dot(factors: DenseFactors, sens, m: jax.Array) -> jax.Array:
     return jnp.concatenate([piece for _, piece in pieces], axis=0)
 
 
+def _flat_layout(pieces) -> jax.Array:
+    """The flat vector that the ``(offset, piece)`` pairs cover, each piece raveled at its
+    offset.
+
+    Built as a sum of zero-padded pieces, not a concatenation: XLA's CPU backend fuses a
+    concatenation into the elementwise update that consumes it as one loop that looks up
+    each element's piece, and that loop falls off a cliff once the pieces leave the cache.
+    The diagonal LIN-HESS step on an MLP 784-h-10 (2-core AMD EPYC) took 0.063, 4.3 and 14
+    ms at P = 32k, 100k and 400k; with the padding 0.12, 0.41 and 0.65. (The ``P x K``
+    products of the low-rank step, whose pieces have ``K`` columns, are faster concatenated.)
+    """
+    pieces = sorted(((offset, jnp.ravel(piece)) for offset, piece in pieces), key=lambda pair: pair[0])
+    size = pieces[-1][0] + pieces[-1][1].shape[0]
+    return sum(jnp.pad(piece, (offset, size - offset - piece.shape[0])) for offset, piece in pieces)
+
+
 def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr, moment: bool) -> DiagState:
     """:func:`_diag_kalman_step` on a dense network, from the root's factors.
 
@@ -608,7 +624,6 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     sens = [scale * d for d in factors.sens]
     n_rows, n_cols = sens[0].shape[0], sens[0].shape[0] * sens[0].shape[1]
 
-    variances = [_layer_views(state.var, layer) for layer in layers]
     gram = _factor_gram(factors, sens, state.var)
     chol = jnp.linalg.cholesky(jnp.eye(n_cols, dtype=dtype) + gram)
     if moment:
@@ -618,29 +633,25 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     else:
         gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
     gain_coords = gain_coords.reshape(n_rows, -1)
-    pieces = []
-    for layer, (var_kernel, var_bias), h, d in zip(layers, variances, factors.inputs, sens):
-        mean_kernel, mean_bias = _layer_views(state.mean, layer)
+    # Per layer, the mean's move U g and the diagonal of U M U^T, in the layer's shapes.
+    moves, diagonals = [], []
+    for layer, h, d in zip(layers, factors.inputs, sens):
         direction = jnp.einsum("bko,bk->bo", d, gain_coords)  # U g = h^T direction
         if moment:
             paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle, d)
-            diag_kernel = jnp.einsum("bi,ci,bco->io", h, h, paired)
-            diag_bias = jnp.sum(paired, axis=(0, 1))
-            new_kernel = var_kernel - var_kernel**2 * diag_kernel
-            new_bias = var_bias - var_bias**2 * diag_bias
+            diagonals += [(layer.kernel, jnp.einsum("bi,ci,bco->io", h, h, paired)), (layer.bias, jnp.sum(paired, axis=(0, 1)))]
         else:
             squares = jnp.sum(d**2, axis=1)  # (B, n_out)
-            new_kernel = 1.0 / (1.0 / var_kernel + (h**2).T @ squares)
-            new_bias = 1.0 / (1.0 / var_bias + jnp.sum(squares, axis=0))
-        pieces += [
-            (layer.kernel, mean_kernel + var_kernel * (h.T @ direction), new_kernel),
-            (layer.bias, mean_bias + var_bias * jnp.sum(direction, axis=0), new_bias),
-        ]
-    pieces.sort(key=lambda piece: piece[0])  # the layers cover the flat vector in this order
-    return DiagState(
-        jnp.concatenate([jnp.ravel(mean) for _, mean, _ in pieces]),
-        jnp.concatenate([jnp.ravel(var) for _, _, var in pieces]),
-    )
+            diagonals += [(layer.kernel, (h**2).T @ squares), (layer.bias, jnp.sum(squares, axis=0))]
+        moves += [(layer.kernel, h.T @ direction), (layer.bias, jnp.sum(direction, axis=0))]
+    # The layers' pieces are laid out as flat vectors first and the update is then taken on
+    # flat vectors. Taking it per layer and concatenating the results makes XLA's CPU
+    # backend compute it in a loop that picks each element's layer and is not vectorised:
+    # 6 ms a step at P = 400k, against 0.3.
+    mean = state.mean + state.var * _flat_layout(moves)
+    if moment:
+        return DiagState(mean, state.var - state.var**2 * _flat_layout(diagonals))
+    return DiagState(mean, 1.0 / (1.0 / state.var + _flat_layout(diagonals)))
 
 
 @dataclass(frozen=True)

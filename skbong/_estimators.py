@@ -1226,6 +1226,7 @@ class _BaseBONG(BaseEstimator):
                 + f" ({scales}: too small a prior learns nothing, too wide a one diverges)"
                 + (", another learning_rate" if self.algorithm != "bong" else "")
                 + " or scale the inputs; if it does not, there is nothing to learn."
+                + self._empirical_fisher_advice()
                 + dynamics_advice
                 + target_advice,
                 ConvergenceWarning,
@@ -1323,6 +1324,26 @@ class _BaseBONG(BaseEstimator):
             + ". Call fit to start from the new prior.",
             UserWarning,
             stacklevel=3,
+        )
+
+    def _empirical_fisher_advice(self) -> str:
+        """The sentence that the not-learning warning adds for an empirical-Fisher curvature.
+
+        ``hessian='lin_ef'`` or ``'mc_ef'`` takes the outer product of the gradients for the
+        curvature, which equals the linearised one only in expectation, when the residuals'
+        covariance is ``R`` (BONG Sec. 4.5). While the residuals are larger (a model that
+        has not learned yet, or ``R`` below the noise), it overestimates the curvature by
+        their ratio and shrinks the posterior before it learns. Measured on
+        ``make_regression(400, 8, noise=5)`` and friedman1 (one pass, standardised): the
+        best of six sigma0 from 0.01 to 3 reached a test R^2 of 0.81 and 0.67 with LIN-EF
+        on diag, 0.16 and 0.35 on dlr, against 0.989 and 0.892 with the default LIN-HESS."""
+        if self.hessian not in ("lin_ef", "mc_ef"):
+            return ""
+        return (
+            f" With hessian={self.hessian!r} the curvature is the outer product of the gradients, which "
+            "overestimates it while the residuals exceed the observation noise and can stop the posterior "
+            "before it learns. hessian='lin_hess' (the default) takes the linearised curvature, which does "
+            "not depend on the residuals."
         )
 
     def _dynamics_advice(self) -> str:

@@ -376,6 +376,22 @@ def test_a_wide_prior_warns_a_regressor_only_in_the_families_it_degrades():
             assert r2_wide > r2_default - 0.05 and nlpd_wide < nlpd_default + 0.15 and not found_wide
 
 
+def test_a_regressor_frozen_by_the_empirical_fisher_is_told_to_use_the_linearised_curvature():
+    # The outer product of the gradients overestimates the curvature while the residuals are
+    # large (BONG Sec. 4.5): LIN-EF on DLR stops near the constant predictor where LIN-HESS
+    # fits the same rows.
+    from sklearn.datasets import make_regression
+
+    X, y = make_regression(400, 8, noise=5, random_state=0)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with pytest.warns(ConvergenceWarning, match="not learning.*hessian='lin_ef'.*hessian='lin_hess'"):
+        frozen = BONGRegressor(hessian="lin_ef", random_state=0).fit(X[:300], y[:300])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        linearised = BONGRegressor(hessian="lin_hess", random_state=0).fit(X[:300], y[:300])
+    assert frozen.score(X[300:], y[300:]) < 0.3 < 0.95 < linearised.score(X[300:], y[300:])
+
+
 def test_a_wide_prior_is_no_warning_for_exact_bayesian_linear_regression():
     """Without hidden layers, BONG-LIN-HESS-FC with a Gaussian likelihood is the Kalman
     filter, exact Bayesian linear regression: at sigma0 = 10 (a prior output spread of about

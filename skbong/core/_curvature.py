@@ -39,7 +39,9 @@ __all__ = [
 
 class DenseLayer(NamedTuple):
     """Where a dense layer ``z = h W + b`` keeps its weights in the flat parameter vector:
-    the ``(n_in, n_out)`` kernel row-major from offset ``kernel``, the bias from ``bias``."""
+    the bias from offset ``bias`` and, right after it (``kernel = bias + n_out``), the
+    ``(n_in, n_out)`` kernel row-major, so that ``[b; W]`` is one ``(n_in + 1, n_out)``
+    block."""
 
     kernel: int
     bias: int

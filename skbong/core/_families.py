@@ -592,9 +592,10 @@ def _flat_layout(pieces) -> jax.Array:
     Built as a sum of zero-padded pieces, not a concatenation: XLA's CPU backend fuses a
     concatenation into the elementwise update that consumes it as one loop that looks up
     each element's piece, and that loop falls off a cliff once the pieces leave the cache.
-    The diagonal LIN-HESS step on an MLP 784-h-10 (2-core AMD EPYC) took 0.063, 4.3 and 14
-    ms at P = 32k, 100k and 400k; with the padding 0.12, 0.41 and 0.65. (The ``P x K``
-    products of the low-rank step, whose pieces have ``K`` columns, are faster concatenated.)
+    The diagonal LIN-HESS step on an MLP 784-h-10 (2-core AMD EPYC, a fresh process) took
+    0.063, 4.3 and 14 ms at P = 32k, 100k and 400k; with the padding (and a piece per layer,
+    not per bias and kernel) 0.078, 0.18 and 0.60. (The ``P x K`` products of the low-rank
+    step, whose pieces have ``K`` columns, are faster concatenated.)
     """
     pieces = sorted(((offset, jnp.ravel(piece)) for offset, piece in pieces), key=lambda pair: pair[0])
     size = pieces[-1][0] + pieces[-1][1].shape[0]
@@ -612,7 +613,8 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     * the gain direction ``U g``: ``h_bi sum_k D_bko g_bk`` summed over ``b``;
     * the diagonal ``diag(U M U^T)``: ``sum_bc h_bi h_ci sum_kj D_bko M_bkcj D_cjo``
       (``M = I`` for the natural step's precision, ``(I + U^T S U)^{-1}`` for the moment
-      step's covariance), and without ``h`` on the bias.
+      step's covariance), and without ``h`` on the bias; taken on the bias and kernel as
+      one block, the bias the row of an input fixed at 1.
 
     The same update as the root's (tested), reading each variance and mean once: for the
     MNIST MLP (``P = 40k``, ``K = 10``) no ``P x K`` array is formed.
@@ -633,21 +635,20 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     else:
         gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
     gain_coords = gain_coords.reshape(n_rows, -1)
-    # Per layer, the mean's move U g and the diagonal of U M U^T, in the layer's shapes.
+    # Per layer, the mean's move U g and the diagonal of U M U^T on its bias and kernel,
+    # which follow each other in the flat vector (DenseLayer): one (n_in + 1, n_out) block,
+    # whose first input is the bias's 1.
     moves, diagonals = [], []
     for layer, h, d in zip(layers, factors.inputs, sens):
+        h = jnp.concatenate([jnp.ones((h.shape[0], 1), dtype), h], axis=1)
         direction = jnp.einsum("bko,bk->bo", d, gain_coords)  # U g = h^T direction
         if moment:
             paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle, d)
-            diagonals += [(layer.kernel, jnp.einsum("bi,ci,bco->io", h, h, paired)), (layer.bias, jnp.sum(paired, axis=(0, 1)))]
+            diagonals.append((layer.bias, jnp.einsum("bi,ci,bco->io", h, h, paired)))
         else:
-            squares = jnp.sum(d**2, axis=1)  # (B, n_out)
-            diagonals += [(layer.kernel, (h**2).T @ squares), (layer.bias, jnp.sum(squares, axis=0))]
-        moves += [(layer.kernel, h.T @ direction), (layer.bias, jnp.sum(direction, axis=0))]
-    # The layers' pieces are laid out as flat vectors first and the update is then taken on
-    # flat vectors. Taking it per layer and concatenating the results makes XLA's CPU
-    # backend compute it in a loop that picks each element's layer and is not vectorised:
-    # 6 ms a step at P = 400k, against 0.3.
+            diagonals.append((layer.bias, (h**2).T @ jnp.sum(d**2, axis=1)))
+        moves.append((layer.bias, h.T @ direction))
+    # The update is taken on flat vectors (see _flat_layout).
     mean = state.mean + state.var * _flat_layout(moves)
     if moment:
         return DiagState(mean, state.var - state.var**2 * _flat_layout(diagonals))

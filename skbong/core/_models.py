@@ -367,6 +367,8 @@ def _dense_network(module: nnx.Module, params) -> DenseNetwork | None:
         DenseLayer(offsets[where + ("kernel",)], offsets[where + ("bias",)], layer.in_features, layer.out_features)
         for where, layer in chain
     )
+    if any(layer.kernel != layer.bias + layer.n_out for layer in layers):
+        return None  # not the layout DenseLayer promises (flax flattens "bias" before "kernel")
     return DenseNetwork(layers, activation)
 
 

@@ -137,6 +137,7 @@ def test_dense_chains_carry_their_layout_and_their_factored_root_is_the_root(nam
     theta = jnp.asarray(rng.normal(size=params.shape))
     x = jnp.asarray(rng.normal(size=(2, 4)))
     assert network.covers(theta.shape[0], x)
+    assert all(layer.kernel == layer.bias + layer.n_out for layer in network.layers)
     outputs, inputs = network.forward(theta, x, [0.0] * len(network.layers))
     np.testing.assert_allclose(outputs, apply(theta, x), rtol=1e-12, atol=1e-12)
     assert len(inputs) == len(network.layers)

@@ -1441,7 +1441,8 @@ class _BaseBONG(BaseEstimator):
         diagonal = self.family in ("diag", "diag_mom")
         limit = PRIOR_OUTPUT_STD if diagonal else PRIOR_OUTPUT_STD_CORRELATED
         linear = self.model is None and not self._hidden_layer_sizes()
-        if self._likelihood == "gaussian" and (self.family in ("diag", "dlr", "slr") or (linear and self.family == "fc")):
+        kalman_family = self.family in ("diag", "dlr", "slr") or (linear and self.family == "fc")
+        if self._likelihood == "gaussian" and kalman_family:
             # With a Gaussian likelihood the natural-parameter diagonal (Kalman-gain) and
             # low-rank steps learn about as well at wide priors as at the default (measured
             # in the _health module docstring): the check would only cry wolf. On a model

@@ -82,8 +82,8 @@ network still learns, only badly:
   learnt better on yacht and energy; the check is not made for them, nor for ``fc`` on a
   model linear in its weights (``hidden_layer_sizes=()``), exact Bayesian linear regression:
   on diabetes and the five UCI sets (70/30 split, ``random_state=0``) its test R^2 rose
-  by 0.000-0.004 from ``sigma0 = 0.3`` to 10, at spreads of 27-37 that warned from 3. ``fc`` (CM-EKF) and
-  ``diag_mom`` keep their thresholds: from ``sigma0 = 2`` (spreads 9.5-12) ``fc`` lost
+  by 0.000-0.004 from ``sigma0 = 0.3`` to 10, at spreads of 27-37 that warned from 3.
+  ``fc`` (CM-EKF) and ``diag_mom`` keep their thresholds: from ``sigma0 = 2`` (spreads 9.5-12) ``fc`` lost
   0.07-0.13 of R^2 on friedman1, boston, concrete, wine and yacht and up to 3.7 nats of
   NLPD (friedman1 at 10), and on friedman3 at spread 6.2 its NLPD rose from -0.51 to
   -0.26; ``diag_mom`` from spread 4.8 lost 0.14-0.87 nats of NLPD on friedman1-3,

@@ -311,7 +311,7 @@ def _draw_factors(network: DenseNetwork, likelihood, thetas, x, y, weight, obs_n
     dtype = thetas.dtype
     valid = weight > 0
 
-    def one_draw(theta):
+    def one_draw(theta, x):
         def total(taps):
             f, inputs = network.forward(theta, x, taps)
             logp = jax.vmap(likelihood.log_prob, in_axes=(0, 0, None))(f, y, obs_noise)
@@ -321,7 +321,11 @@ def _draw_factors(network: DenseNetwork, likelihood, thetas, x, y, weight, obs_n
         sens, inputs = jax.grad(total, has_aux=True)(taps)
         return inputs, sens
 
-    inputs, sens = jax.vmap(one_draw)(thetas)  # per layer (M, B, n_in) and (M, B, n_out)
+    # x goes in batched, one copy per draw, so that each layer's product is a batched
+    # matrix product over the draws; with x shared, XLA transposes the stacked kernels of
+    # the first layer into one wide matrix first (1.7 ms of a 10.7 ms step at P = 400k).
+    copies = jnp.broadcast_to(x, (thetas.shape[0],) + x.shape)
+    inputs, sens = jax.vmap(one_draw)(thetas, copies)  # per layer (M, B, n_in) and (M, B, n_out)
     inputs = tuple(h.reshape(-1, h.shape[-1]) for h in inputs)
     # A padded row's sensitivities are exactly zero, as its root column is.
     sens = tuple((s.reshape(-1, s.shape[-1]) * root_weight[:, None])[:, None, :] for s in sens)

@@ -10,7 +10,8 @@ Each cell then makes one pass over all training rows with the chosen pair and re
 held-out accuracy and log-loss, whether the health test warned, and wall times. Cells
 the registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
-    python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3] [--name NAME]
+    python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3]
+        [--mc-samples 100] [--name NAME]
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, protocol)
         sigma0=sigma0,
         learning_rate=learning_rate,
         n_inner_steps=protocol["n_inner"][algorithm],
+        n_mc_samples=protocol["n_mc_samples"],
         # The rows in the order the validation sweep saw them (train_test_split shuffled them).
         shuffle=False,
         random_state=RANDOM_STATE,
@@ -119,7 +121,8 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
     spec = MLPSpec(X.shape[1], (hidden,), 10, "relu")
     # backtrack="auto" as the estimator's final fit has it: the line search where it is on.
     config = make_config(
-        spec.apply, "categorical", family, 10, algorithm, hessian, protocol["n_inner"][algorithm], backtrack="auto"
+        spec.apply, "categorical", family, 10, algorithm, hessian, protocol["n_inner"][algorithm],
+        protocol["n_mc_samples"], backtrack="auto",
     )
     # The seed the estimator draws from random_state for its initial weights and PRNG key.
     seed = int(check_random_state(RANDOM_STATE).randint(np.iinfo(np.int32).max))
@@ -217,11 +220,12 @@ def main():
     parser.add_argument("--n-jobs", type=int, default=1, help="cells run in parallel processes (joblib)")
     parser.add_argument("--inner", default="", help="inner steps per algorithm instead of N_INNER, e.g. bbb=10")
     parser.add_argument("--sigma0s", default="", help="prior scales tried instead of SIGMA0S, e.g. 0.1,0.3,1,3")
+    parser.add_argument("--mc-samples", type=int, default=10, help="Monte-Carlo draws per step (the seeds use 100)")
     parser.add_argument("--name", default="digits_grid", help="results/NAME.{md,png,json}")
     args = parser.parse_args()
     n_inner = {**N_INNER, **{a: int(n) for a, n in (item.split("=") for item in args.inner.split(",") if item)}}
     sigma0s = tuple(float(s) for s in args.sigma0s.split(",")) if args.sigma0s else SIGMA0S
-    protocol = {"n_inner": n_inner, "sigma0s": sigma0s}
+    protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "n_mc_samples": args.mc_samples}
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
     data = _data()
     X_train, X_test, y_train, y_test = data
@@ -267,7 +271,7 @@ def main():
     reason_lines = "\n".join(f"- {'-'.join(key)}: {text}." for key, text in reasons.items())
     body = (
         f"One pass over digits (1,257 train / 540 test, inputs / 16), MLP 64-{args.hidden}-10 ReLU, "
-        f"batch size 1, inner steps {n_inner}, 10 Monte-Carlo draws, random_state={RANDOM_STATE}, "
+        f"batch size 1, inner steps {n_inner}, {args.mc_samples} Monte-Carlo draws, random_state={RANDOM_STATE}, "
         "default options otherwise (diagonal families: the Kalman step). "
         "sigma0 and the learning rate of each cell are the pair with the lowest plug-in log-loss on a "
         f"validation split of the training rows: one `run_sweep` over the first {N_LEARN + N_VAL} training rows "

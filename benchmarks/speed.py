@@ -6,7 +6,8 @@ BONG with LIN-HESS and MC-EF (M = 10) on DIAG, DLR-10 and, while its P x P covar
 fits comfortably in memory, FC. One observation per step (batch_size = 1), float32.
 
 For each cell: compile time (first call of ``run_filter`` on 64 rows, 8 for P > 50k and 128 for FC above P = 5k, minus
-the steady cost of those rows), steady time per step (median of 3 further calls), and
+the steady cost of those rows), steady time per step (median of ``N_CALLS`` further calls, with their range: the host's
+speed varies from minute to minute), and
 XLA's own count of FLOPs and bytes accessed by one step (``cost_analysis`` of the
 compiled predict + update of one observation; its bytes count every operand access,
 cached or not, so they are reported but not used for the floor). The floor of a step is
@@ -65,6 +66,8 @@ MNIST_TARGETS = {("mlp", "dlr"): (5.9, 0.3, 2.0), ("mlp", "diag"): (2.3, 0.5, 2.
 # Rows per timed call: a step bucket of run_filter, so every call reuses one compiled scan;
 # fewer for the slow cells.
 N_ROWS, N_ROWS_SLOW = 64, 8
+#: Steady calls timed per cell; the table gives their median and range.
+N_CALLS = 7
 #: FC above this P: a call copies the P x P covariance in (the caller keeps its belief)
 #: and XLA allocates P x P temporaries, about 1 s per call at P = 10k, so few rows per
 #: call would time the call more than the step; 128 rows spread it to ~8 ms per step.
@@ -190,7 +193,7 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
         jax.block_until_ready(draw(jax.random.PRNGKey(0)))  # compiled before the timed calls
     steady, draws = [], []
     current = first
-    for rep in range(3):
+    for rep in range(N_CALLS):
         rows = slice((rep + 1) * n_rows, (rep + 2) * n_rows)
         start = time.perf_counter()
         current = run_filter(config, current, X[rows], Y[rows], hyper, n_seen=(rep + 1) * n_rows)
@@ -201,6 +204,7 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
             jax.block_until_ready(draw(jax.random.PRNGKey(rep + 1)))
             draws.append(time.perf_counter() - start)
     per_step = float(np.median(steady)) / n_rows
+    fastest, slowest = min(steady) / n_rows, max(steady) / n_rows
     flops, nbytes = step_cost(config, state, jnp.asarray(X[:1]), jnp.asarray(Y[:1]))
     finite = bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current))
     state_bytes = 2 * sum(leaf.nbytes for leaf in current)  # read and write the belief once
@@ -209,13 +213,14 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
         "family": family,
         "hessian": hessian,
         "ms": 1e3 * per_step,
+        "ms_range": (1e3 * fastest, 1e3 * slowest),
         "compile_s": first_seconds - per_step * n_rows,
         "flops": flops,
         "bytes": nbytes,
         "state_bytes": state_bytes,
         "finite": finite,
         # Time of a step's M P normal draws alone (Monte-Carlo estimators), timed between the
-        # steady calls, median of 3.
+        # steady calls, median of N_CALLS.
         "draws_ms": 1e3 * float(np.median(draws)) / n_rows if draws else 0.0,
     }
 
@@ -234,7 +239,7 @@ def main():
     args = parser.parse_args()
     widths = WIDTHS[:3] if args.quick else WIDTHS
     X, y, _, _ = mnist_stream(seed=0)
-    n_rows = 4 * max(N_ROWS, N_ROWS_FC_LARGE)
+    n_rows = (N_CALLS + 1) * max(N_ROWS, N_ROWS_FC_LARGE)
     X = X[:n_rows].astype(np.float32)
     Y = np.eye(10, dtype=np.float32)[y[:n_rows]]
     flop_rate, bandwidth, probes = machine_rates()
@@ -281,7 +286,8 @@ def main():
             target = f"{ref:.2f} ms ref; {ratio:.2f}x ({'met' if ratio <= TARGET_RATIO else 'missed'})"
         rows.append(
             [
-                cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}", f"{cell['compile_s']:.2f}",
+                cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}",
+                "{:.3f}-{:.3f}".format(*cell["ms_range"]), f"{cell['compile_s']:.2f}",
                 f"{cell['flops'] / 1e6:.1f}", f"{cell['bytes'] / 1e6:.1f}", f"{cell['floor_ms']:.3f}",
                 f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, tall_rate, flop_rate), target,
                 "" if cell["finite"] else "non-finite",
@@ -294,7 +300,7 @@ def main():
             if len(sel) >= 2:
                 slope = np.polyfit(np.log([c["P"] for c in sel]), np.log([c["ms"] for c in sel]), 1)[0]
                 slopes.append([family, hessian, f"{slope:.2f}", len(sel)])
-    header = ["P", "family", "hessian", "ms/step", "compile s", "MFLOP/step", "MB/step", "floor ms",
+    header = ["P", "family", "hessian", "ms/step", f"range of {N_CALLS} calls", "compile s", "MFLOP/step", "MB/step", "floor ms",
               "x floor", "bound", "DLR-10 target (0.3x ref)", "note"]
     table = markdown_table(header, rows)
     print(table)
@@ -308,7 +314,7 @@ def main():
             "time of the step's M x P normal draws alone (the step's own Threefry draws, "
             "`skbong.core._random`, written out and summed, one scan over as many steps as a "
             "timed call), timed in each cell between its "
-            "steady calls (median of 3), so that a slow spell "
+            f"steady calls (median of {N_CALLS}), so that a slow spell "
             "of the host falls on the step and its draws alike. For DLR-10 it gives the time over its "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "

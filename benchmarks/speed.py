@@ -5,7 +5,7 @@ Models: MLPs 784-h-10 (ReLU) of growing width h on MNIST inputs (the stream of
 BONG with LIN-HESS and MC-EF (M = 10) on DIAG, DLR-10 and, while its P x P covariance
 fits comfortably in memory, FC. One observation per step (batch_size = 1), float32.
 
-For each cell: compile time (first call of ``run_filter`` on 64 rows, 8 for P > 50k and 128 for FC above P = 5k, minus
+For each cell: compile time (first call of ``run_filter`` on 64 rows, 128 for FC above P = 5k, minus
 the steady cost of those rows), steady time per step (median of ``N_CALLS`` further calls, with their range: the host's
 speed varies from minute to minute), and
 XLA's own count of FLOPs and bytes accessed by one step (``cost_analysis`` of the
@@ -63,9 +63,11 @@ TARGET_RATIO = 0.3
 #: mnist_stream's models, BONG-LIN-HESS: (model, family) -> (reference ms per step, ratio
 #: target, compile target s) from issue 5.
 MNIST_TARGETS = {("mlp", "dlr"): (5.9, 0.3, 2.0), ("mlp", "diag"): (2.3, 0.5, 2.0), ("cnn", "dlr"): (20.8, 0.3, 3.0)}
-# Rows per timed call: a step bucket of run_filter, so every call reuses one compiled scan;
-# fewer for the slow cells.
-N_ROWS, N_ROWS_SLOW = 64, 8
+# Rows per timed call: a step bucket of run_filter, so every call reuses one compiled scan.
+# A call has a fixed cost (it allocates the new belief and copies the old one in, which the
+# caller keeps): about 15 ms at P = 400k on DLR-10, which 8 rows a call charged at 1.6 ms a step
+# (10.2 against 8.6 ms with 64 rows, this 2-core host).
+N_ROWS = 64
 #: Steady calls timed per cell; the table gives their median and range.
 N_CALLS = 7
 #: FC above this P: a call copies the P x P covariance in (the caller keeps its belief)
@@ -78,7 +80,7 @@ def rows_per_call(family: str, n_params: int) -> int:
     """Rows per timed ``run_filter`` call of a cell."""
     if family == "fc":
         return N_ROWS if n_params <= FC_MANY_ROWS_FROM else N_ROWS_FC_LARGE
-    return N_ROWS_SLOW if n_params > 50_000 else N_ROWS
+    return N_ROWS
 SIGMA0 = 0.3
 
 
@@ -300,8 +302,8 @@ def main():
             if len(sel) >= 2:
                 slope = np.polyfit(np.log([c["P"] for c in sel]), np.log([c["ms"] for c in sel]), 1)[0]
                 slopes.append([family, hessian, f"{slope:.2f}", len(sel)])
-    header = ["P", "family", "hessian", "ms/step", f"range of {N_CALLS} calls", "compile s", "MFLOP/step", "MB/step", "floor ms",
-              "x floor", "bound", "DLR-10 target (0.3x ref)", "note"]
+    header = ["P", "family", "hessian", "ms/step", f"range of {N_CALLS} calls", "compile s", "MFLOP/step", "MB/step",
+              "floor ms", "x floor", "bound", "DLR-10 target (0.3x ref)", "note"]
     table = markdown_table(header, rows)
     print(table)
     body = "\n\n".join(
@@ -310,6 +312,10 @@ def main():
             f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({probes}). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
+            f"'ms/step' is the median of {N_CALLS} calls and 'range' their fastest and slowest: this 2-vCPU "
+            "host sometimes runs a process at about half speed for seconds to minutes (every kernel "
+            "slower, every hand-off between XLA's threads longer), and a cell timed in such a spell "
+            "shows it.",
             "Column 'bound' says what bounds the steps this floor misjudges. For MC-EF it gives the "
             "time of the step's M x P normal draws alone (the step's own Threefry draws, "
             "`skbong.core._random`, written out and summed, one scan over as many steps as a "

@@ -534,11 +534,16 @@ def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool
     return DiagState(mean, state.var - jnp.sum(a[:, :-1] ** 2, axis=0))
 
 
-def _layer_views(flat: jax.Array, layer) -> tuple[jax.Array, jax.Array]:
-    """A :class:`DenseLayer`'s kernel ``(n_in, n_out, ...)`` and bias ``(n_out, ...)`` in
-    ``flat``, an array whose first axis runs over the ``P`` parameters."""
-    kernel = flat[layer.kernel : layer.kernel + layer.n_in * layer.n_out]
-    return kernel.reshape((layer.n_in, layer.n_out) + flat.shape[1:]), flat[layer.bias : layer.bias + layer.n_out]
+def _layer_block(flat: jax.Array, layer) -> jax.Array:
+    """A :class:`DenseLayer`'s bias and kernel in ``flat`` (first axis over the ``P``
+    parameters) as one ``(n_in + 1, n_out, ...)`` block, the bias its first row."""
+    block = flat[layer.bias : layer.bias + (layer.n_in + 1) * layer.n_out]
+    return block.reshape((layer.n_in + 1, layer.n_out) + flat.shape[1:])
+
+
+def _with_bias_input(h: jax.Array) -> jax.Array:
+    """Rows ``h`` ``(B, n_in)`` with a leading input fixed at 1, the bias's."""
+    return jnp.concatenate([jnp.ones((h.shape[0], 1), h.dtype), h], axis=1)
 
 
 def _factor_gram(factors: DenseFactors, sens, weight) -> jax.Array:
@@ -546,16 +551,17 @@ def _factor_gram(factors: DenseFactors, sens, weight) -> jax.Array:
     sensitivities ``sens`` (the factors' own, or scaled); ``weight=None`` for ``U^T U``.
 
     Entry ``(b k, c j)`` is, summed over layers,
-    ``sum_o D_bko D_cjo (sum_i h_bi h_ci weight_io + weight_o)``: ``O(B^2 P)``.
+    ``sum_o D_bko D_cjo sum_i h_bi h_ci weight_io`` on the layer's block
+    (:func:`_layer_block`, ``h_b0 = 1``): ``O(B^2 P)``.
     """
     n_cols = sens[0].shape[0] * sens[0].shape[1]
     gram = 0.0
     for layer, h, d in zip(factors.network.layers, factors.inputs, sens):
+        h = _with_bias_input(h)
         if weight is None:
-            inner = (h @ h.T + 1.0)[:, :, None]
+            inner = (h @ h.T)[:, :, None]
         else:
-            weight_kernel, weight_bias = _layer_views(weight, layer)
-            inner = jnp.einsum("bi,ci,io->bco", h, h, weight_kernel) + weight_bias
+            inner = jnp.einsum("bi,ci,io->bco", h, h, _layer_block(weight, layer))
         gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
     return gram
 
@@ -573,18 +579,6 @@ def _written_once(fn, *args):
     """
     first = jnp.ravel(jax.tree.leaves(args)[0])[0]
     return jax.lax.cond(first == first, fn, fn, *args)
-
-
-def _layer_block(flat: jax.Array, layer) -> jax.Array:
-    """A :class:`DenseLayer`'s bias and kernel in ``flat`` (first axis over the ``P``
-    parameters) as one ``(n_in + 1, n_out, ...)`` block, the bias its first row."""
-    block = flat[layer.bias : layer.bias + (layer.n_in + 1) * layer.n_out]
-    return block.reshape((layer.n_in + 1, layer.n_out) + flat.shape[1:])
-
-
-def _with_bias_input(h: jax.Array) -> jax.Array:
-    """Rows ``h`` ``(B, n_in)`` with a leading input fixed at 1, the bias's."""
-    return jnp.concatenate([jnp.ones((h.shape[0], 1), h.dtype), h], axis=1)
 
 
 def _factor_cross(factors: DenseFactors, sens, blocks) -> jax.Array:

@@ -6,8 +6,8 @@ BONG with LIN-HESS and MC-EF (M = 10) on DIAG, DLR-10 and, while its P x P covar
 fits comfortably in memory, FC. One observation per step (batch_size = 1), float32.
 
 For each cell: compile time (first call of ``run_filter`` on 64 rows, 128 for FC above P = 5k, minus
-the steady cost of those rows), steady time per step (median of ``N_CALLS`` further calls, with their range: the host's
-speed varies from minute to minute), and
+the steady cost of those rows), steady time per step (median of ``N_CALLS`` further calls, with their range; the cells
+are compiled first, then timed in rounds of one call each, see ``time_cells``), and
 XLA's own count of FLOPs and bytes accessed by one step (``cost_analysis`` of the
 compiled predict + update of one observation; its bytes count every operand access,
 cached or not, so they are reported but not used for the floor). The floor of a step is
@@ -180,8 +180,10 @@ def mlp_model(width: int) -> Model:
     return Model(f"mlp{width}", f"MLP 784-{width}-10", build, int(module_params(build(0)).shape[0]))
 
 
-def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, n_rows: int) -> dict:
-    """Compile time and steady time per step of ``model``, ``n_rows`` rows per call."""
+def prepare_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndarray, n_rows: int) -> dict:
+    """A cell compiled and ready for :func:`time_call`: its first call of ``n_rows`` rows
+    (whose time, less the steady cost of those rows, is the compile time), its draw probe,
+    and XLA's cost of one step."""
     config = make_config(model.apply, "categorical", family=family, rank=10, hessian=hessian)
     state = config.family.init(jnp.asarray(model.init_mean(0)), jnp.float32(SIGMA0))
     hyper = Hyperparameters(1.0, 1.0, 0.0, 1.0)
@@ -193,38 +195,59 @@ def time_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.ndar
     draw = draw_probe(n_samples, model.n_params, n_rows) if n_samples else None
     if draw is not None:
         jax.block_until_ready(draw(jax.random.PRNGKey(0)))  # compiled before the timed calls
-    steady, draws = [], []
-    current = first
-    for rep in range(N_CALLS):
-        rows = slice((rep + 1) * n_rows, (rep + 2) * n_rows)
-        start = time.perf_counter()
-        current = run_filter(config, current, X[rows], Y[rows], hyper, n_seen=(rep + 1) * n_rows)
-        jax.block_until_ready(current)
-        steady.append(time.perf_counter() - start)
-        if draw is not None:
-            start = time.perf_counter()
-            jax.block_until_ready(draw(jax.random.PRNGKey(rep + 1)))
-            draws.append(time.perf_counter() - start)
-    per_step = float(np.median(steady)) / n_rows
-    fastest, slowest = min(steady) / n_rows, max(steady) / n_rows
     flops, nbytes = step_cost(config, state, jnp.asarray(X[:1]), jnp.asarray(Y[:1]))
-    finite = bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current))
-    state_bytes = 2 * sum(leaf.nbytes for leaf in current)  # read and write the belief once
     return {
-        "P": model.n_params,
-        "family": family,
-        "hessian": hessian,
-        "ms": 1e3 * per_step,
-        "ms_range": (1e3 * fastest, 1e3 * slowest),
-        "compile_s": first_seconds - per_step * n_rows,
-        "flops": flops,
-        "bytes": nbytes,
-        "state_bytes": state_bytes,
-        "finite": finite,
-        # Time of a step's M P normal draws alone (Monte-Carlo estimators), timed between the
-        # steady calls, median of N_CALLS.
-        "draws_ms": 1e3 * float(np.median(draws)) / n_rows if draws else 0.0,
+        "P": model.n_params, "family": family, "hessian": hessian, "n_rows": n_rows,
+        "config": config, "hyper": hyper, "current": first, "draw": draw,
+        "first_seconds": first_seconds, "flops": flops, "bytes": nbytes, "steady": [], "draws": [],
     }
+
+
+def time_call(cell: dict, X: np.ndarray, Y: np.ndarray) -> None:
+    """One more timed call of a prepared cell, on the next ``n_rows`` rows, then the time of
+    its draws alone (Monte-Carlo estimators)."""
+    n_rows, rep = cell["n_rows"], len(cell["steady"])
+    rows = slice((rep + 1) * n_rows, (rep + 2) * n_rows)
+    start = time.perf_counter()
+    cell["current"] = run_filter(cell["config"], cell["current"], X[rows], Y[rows], cell["hyper"],
+                                 n_seen=(rep + 1) * n_rows)
+    jax.block_until_ready(cell["current"])
+    cell["steady"].append(time.perf_counter() - start)
+    if cell["draw"] is not None:
+        start = time.perf_counter()
+        jax.block_until_ready(cell["draw"](jax.random.PRNGKey(rep + 1)))
+        cell["draws"].append(time.perf_counter() - start)
+
+
+def finish_cell(cell: dict) -> dict:
+    """The cell's results, its compiled program and belief dropped."""
+    steady, n_rows = cell["steady"], cell["n_rows"]
+    per_step = float(np.median(steady)) / n_rows
+    current = cell["current"]
+    return {
+        "P": cell["P"],
+        "family": cell["family"],
+        "hessian": cell["hessian"],
+        "ms": 1e3 * per_step,
+        "ms_range": (1e3 * min(steady) / n_rows, 1e3 * max(steady) / n_rows),
+        "compile_s": cell["first_seconds"] - per_step * n_rows,
+        "flops": cell["flops"],
+        "bytes": cell["bytes"],
+        "state_bytes": 2 * sum(leaf.nbytes for leaf in current),  # read and write the belief once
+        "finite": bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current)),
+        # Time of a step's M P normal draws alone, median over the cell's calls.
+        "draws_ms": 1e3 * float(np.median(cell["draws"])) / n_rows if cell["draws"] else 0.0,
+    }
+
+
+def time_cells(prepared: list[dict], X: np.ndarray, Y: np.ndarray) -> list[dict]:
+    """``N_CALLS`` timed calls of every prepared cell, in rounds (one call of each cell per
+    round), so that each cell's calls spread over the whole run: this host's slow spells
+    last seconds to minutes and would otherwise fall on a few cells whole."""
+    for _ in range(N_CALLS):
+        for cell in prepared:
+            time_call(cell, X, Y)
+    return [finish_cell(cell) for cell in prepared]
 
 
 def reference_ms(n_params: int) -> float:
@@ -249,7 +272,7 @@ def main():
     print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s, "
           f"tall Gram {tall_rate / 1e9:.1f} GFLOP/s", flush=True)
 
-    cells = []
+    prepared = []
     for width in widths:
         for family in ("diag", "dlr", "fc"):
             model = mlp_model(width)
@@ -257,20 +280,25 @@ def main():
             for hessian in ("lin_hess", "mc_ef"):
                 if family == "fc" and model.n_params > FC_MAX_PARAMS[hessian]:
                     continue
-                cell = time_cell(model, family, hessian, X, Y, n_rows)
-                cell["floor_ms"] = 1e3 * max(cell["flops"] / flop_rate, cell["state_bytes"] / bandwidth)
-                cells.append(cell)
-                print(
-                    f"P={cell['P']:>7} {family:>4} {hessian:>8}: {cell['ms']:8.3f} ms/step, "
-                    f"compile {cell['compile_s']:5.2f} s, floor {cell['floor_ms']:.3f} ms",
-                    flush=True,
-                )
-            jax.clear_caches()  # many distinct programs: keep the process's memory maps bounded
+                prepared.append(prepare_cell(model, family, hessian, X, Y, n_rows))
+                print(f"P={model.n_params:>7} {family:>4} {hessian:>8}: compiled", flush=True)
+    mnist_models = {name: build_model(name) for name, _ in MNIST_TARGETS}
+    for name, family in MNIST_TARGETS:
+        prepared.append(prepare_cell(mnist_models[name], family, "lin_hess", X, Y, N_ROWS))
+    timed = time_cells(prepared, X, Y)
+    del prepared
+    cells, mnist_cells = timed[: -len(MNIST_TARGETS)], timed[-len(MNIST_TARGETS) :]
+    for cell in cells:
+        cell["floor_ms"] = 1e3 * max(cell["flops"] / flop_rate, cell["state_bytes"] / bandwidth)
+        print(
+            f"P={cell['P']:>7} {cell['family']:>4} {cell['hessian']:>8}: {cell['ms']:8.3f} ms/step, "
+            f"compile {cell['compile_s']:5.2f} s, floor {cell['floor_ms']:.3f} ms",
+            flush=True,
+        )
 
     mnist_rows = []
-    for (name, family), (ref, ratio_target, compile_target) in MNIST_TARGETS.items():
-        model = build_model(name)
-        cell = time_cell(model, family, "lin_hess", X, Y, N_ROWS)
+    for ((name, family), (ref, ratio_target, compile_target)), cell in zip(MNIST_TARGETS.items(), mnist_cells):
+        model = mnist_models[name]
         ratio = cell["ms"] / ref
         mnist_rows.append([
             model.label, cell["P"], family, f"{cell['ms']:.2f}", f"{ref} ms ref; {ratio:.2f}x "
@@ -312,16 +340,17 @@ def main():
             f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({probes}). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
-            f"'ms/step' is the median of {N_CALLS} calls and 'range' their fastest and slowest: this 2-vCPU "
-            "host sometimes runs a process at about half speed for seconds to minutes (every kernel "
-            "slower, every hand-off between XLA's threads longer), and a cell timed in such a spell "
-            "shows it.",
+            f"'ms/step' is the median of {N_CALLS} calls of {N_ROWS} rows and 'range' their fastest and "
+            "slowest. The cells are compiled first and then timed in rounds, one call of each cell per "
+            "round, so that each cell's calls spread over the whole run: this 2-vCPU host has slow "
+            "spells of seconds to minutes in which the same compiled step runs about 2x slower (every "
+            "kernel slower, every hand-off between XLA's threads longer; DLR-10 at P = 32k went from 0.53 "
+            "to 1.23 ms a step and back within one process).",
             "Column 'bound' says what bounds the steps this floor misjudges. For MC-EF it gives the "
             "time of the step's M x P normal draws alone (the step's own Threefry draws, "
             "`skbong.core._random`, written out and summed, one scan over as many steps as a "
-            "timed call), timed in each cell between its "
-            f"steady calls (median of {N_CALLS}), so that a slow spell "
-            "of the host falls on the step and its draws alike. For DLR-10 it gives the time over its "
+            "timed call), timed after each of the cell's calls (median of the cell's calls), so that a "
+            "slow spell of the host falls on the step and its draws alike. For DLR-10 it gives the time over its "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
             f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the "

@@ -14,7 +14,7 @@ cached or not, so they are reported but not used for the floor). The floor of a 
 ``max(FLOPs / matmul rate, 2 x belief bytes / bandwidth)``: the arithmetic at the
 measured matmul rate, or reading and writing the belief once at the measured bandwidth,
 both measured here, on the default device, before the sweep (``machine_rates``). Column
-"bound" adds what that floor cannot see: the time MC-EF's ``M P`` normal draws take alone
+"bound" adds what that floor cannot see: the time MC-EF's normal draws take alone
 (timed in each cell, between its own steady calls), and DLR-10's time at the rate of a
 tall ``P x 20`` Gram product (``tall_gram_rate``). The
 slope of log(time) against log(P) is fitted over P >= 10k per method.
@@ -130,30 +130,45 @@ def tall_gram_rate() -> float:
     return 2 * 2**19 * 20 * 20 / fastest_call(gram, tall)
 
 
-def draw_probe(n_samples: int, n_params: int, n_steps: int):
+def drawn_per_draw(model: Model, family: str) -> int:
+    """Normal numbers one Monte-Carlo draw of a step takes: every weight on DLR and FC;
+    on DIAG with one row per step the first layer's pre-activation in place of its
+    weights (``MonteCarloEF``'s local draws), ``n_out`` numbers for ``(n_in + 1) n_out``."""
+    if family != "diag":
+        return model.n_params
+    first = model.apply.dense_network.layers[0]
+    return model.n_params - first.n_in * first.n_out
+
+
+def draw_probe(n_samples: int, n_numbers: int, n_steps: int):
     """``key -> total`` of the normal draws of ``n_steps`` Monte-Carlo steps, each of shape
-    ``(n_samples, n_params)`` (``family.sample``), in one scan as the filter runs its steps,
+    ``(n_samples, n_numbers)``, in one scan as the filter runs its steps,
     so that one call's dispatch is spread over the steps as in a timed call of the filter.
     They are the step's own draws (``skbong.core._random.standard_normal``, written out once
     as in the step), then summed. The draw rate varies with the host's load, so each cell
     times its own count, between its own steady calls."""
 
     def one_step(total, key):
-        return total + jnp.sum(standard_normal(key, (n_samples, n_params), jnp.float32)), None
+        return total + jnp.sum(standard_normal(key, (n_samples, n_numbers), jnp.float32)), None
 
     return jax.jit(lambda key: jax.lax.scan(one_step, jnp.float32(0), jax.random.split(key, n_steps))[0])
 
 
-def bound_note(cell: dict, tall_rate: float, flop_rate: float) -> str:
+def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float) -> str:
     """What the bound rates say about a cell: the share of MC-EF's step that drawing its
-    ``M P`` normal numbers alone takes, DLR LIN-HESS's time over its FLOPs at the tall
+    normal numbers alone takes (and, for DIAG, the LIN-HESS step at the same ``P``, which
+    takes the same Kalman update), DLR LIN-HESS's time over its FLOPs at the tall
     Gram's rate, and FC LIN-HESS's time over its FLOPs at the matmul rate (its deferred
     downdates read ``Sigma`` about once a step and write it once a block, so the floor's
     read-and-write of the belief overstates its traffic)."""
     if cell["family"] == "fc" and cell["hessian"] == "lin_hess":
         return f"{cell['ms'] / (1e3 * cell['flops'] / flop_rate):.1f}x its FLOPs at the matmul rate"
     if cell["hessian"] == "mc_ef":
-        return f"draws {cell['draws_ms']:.2f} ms ({100 * cell['draws_ms'] / cell['ms']:.0f}% of step)"
+        note = f"draws {cell['draws_ms']:.2f} ms ({100 * cell['draws_ms'] / cell['ms']:.0f}% of step)"
+        if cell["family"] == "diag":
+            same = [c for c in cells if (c["P"], c["family"], c["hessian"]) == (cell["P"], "diag", "lin_hess")]
+            note += f"; LIN-HESS step {same[0]['ms']:.3f} ms" if same else ""
+        return note
     if cell["family"] == "dlr":
         return f"{cell['ms'] / (1e3 * cell['flops'] / tall_rate):.1f}x at the tall Gram's rate"
     return ""
@@ -192,7 +207,7 @@ def prepare_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.n
     jax.block_until_ready(first)
     first_seconds = time.perf_counter() - start
     n_samples = getattr(config.estimator, "n_samples", 0)
-    draw = draw_probe(n_samples, model.n_params, n_rows) if n_samples else None
+    draw = draw_probe(n_samples, drawn_per_draw(model, family), n_rows) if n_samples else None
     if draw is not None:
         jax.block_until_ready(draw(jax.random.PRNGKey(0)))  # compiled before the timed calls
     flops, nbytes = step_cost(config, state, jnp.asarray(X[:1]), jnp.asarray(Y[:1]))
@@ -319,7 +334,7 @@ def main():
                 cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}",
                 "{:.3f}-{:.3f}".format(*cell["ms_range"]), f"{cell['compile_s']:.2f}",
                 f"{cell['flops'] / 1e6:.1f}", f"{cell['bytes'] / 1e6:.1f}", f"{cell['floor_ms']:.3f}",
-                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, tall_rate, flop_rate), target,
+                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, cells, tall_rate, flop_rate), target,
                 "" if cell["finite"] else "non-finite",
             ]
         )
@@ -347,10 +362,14 @@ def main():
             "kernel slower, every hand-off between XLA's threads longer; DLR-10 at P = 32k went from 0.53 "
             "to 1.23 ms a step and back within one process).",
             "Column 'bound' says what bounds the steps this floor misjudges. For MC-EF it gives the "
-            "time of the step's M x P normal draws alone (the step's own Threefry draws, "
+            "time of the step's normal draws alone (the step's own Threefry draws, "
             "`skbong.core._random`, written out and summed, one scan over as many steps as a "
             "timed call), timed after each of the cell's calls (median of the cell's calls), so that a "
-            "slow spell of the host falls on the step and its draws alike. For DLR-10 it gives the time over its "
+            "slow spell of the host falls on the step and its draws alike. DLR-10 draws M x P numbers a "
+            "step; DIAG draws the first layer's pre-activation in place of its weights (`MonteCarloEF`'s "
+            "local draws, the same law of the gradients), M x (P - 784 h) numbers, and its step then "
+            "takes the same Kalman update as DIAG LIN-HESS, whose time at the same P the column also "
+            "gives. For DLR-10 it gives the time over its "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
             f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the "

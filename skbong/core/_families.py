@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from ._curvature import Curvature, DenseFactors, LowRankCurvature
+from ._curvature import Curvature, DenseFactors, LowRankCurvature, factor_dot, layer_block, with_bias_input
 from ._random import standard_normal
 
 __all__ = [
@@ -534,34 +534,22 @@ def _diag_kalman_step(state: DiagState, curv: LowRankCurvature, lr, moment: bool
     return DiagState(mean, state.var - jnp.sum(a[:, :-1] ** 2, axis=0))
 
 
-def _layer_block(flat: jax.Array, layer) -> jax.Array:
-    """A :class:`DenseLayer`'s bias and kernel in ``flat`` (first axis over the ``P``
-    parameters) as one ``(n_in + 1, n_out, ...)`` block, the bias its first row."""
-    block = flat[layer.bias : layer.bias + (layer.n_in + 1) * layer.n_out]
-    return block.reshape((layer.n_in + 1, layer.n_out) + flat.shape[1:])
-
-
-def _with_bias_input(h: jax.Array) -> jax.Array:
-    """Rows ``h`` ``(B, n_in)`` with a leading input fixed at 1, the bias's."""
-    return jnp.concatenate([jnp.ones((h.shape[0], 1), h.dtype), h], axis=1)
-
-
 def _factor_gram(factors: DenseFactors, sens, weight) -> jax.Array:
     """``U^T diag(weight) U`` ``(B K, B K)`` for the root ``U`` in factored form with
     sensitivities ``sens`` (the factors' own, or scaled); ``weight=None`` for ``U^T U``.
 
     Entry ``(b k, c j)`` is, summed over layers,
     ``sum_o D_bko D_cjo sum_i h_bi h_ci weight_io`` on the layer's block
-    (:func:`_layer_block`, ``h_b0 = 1``): ``O(B^2 P)``.
+    (:func:`layer_block`, ``h_b0 = 1``): ``O(B^2 P)``.
     """
     n_cols = sens[0].shape[0] * sens[0].shape[1]
     gram = 0.0
     for layer, h, d in zip(factors.network.layers, factors.inputs, sens):
-        h = _with_bias_input(h)
+        h = with_bias_input(h)
         if weight is None:
             inner = (h @ h.T)[:, :, None]
         else:
-            inner = jnp.einsum("bi,ci,io->bco", h, h, _layer_block(weight, layer))
+            inner = jnp.einsum("bi,ci,io->bco", h, h, layer_block(weight, layer))
         gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
     return gram
 
@@ -583,26 +571,13 @@ def _written_once(fn, *args):
 
 def _factor_cross(factors: DenseFactors, sens, blocks) -> jax.Array:
     """``A^T U`` ``(m, B K)`` for a ``(P, m)`` array ``A``, given as its layers' blocks
-    ``(n_in + 1, n_out, m)`` (:func:`_layer_block`), and the factored root ``U``: per
+    ``(n_in + 1, n_out, m)`` (:func:`layer_block`), and the factored root ``U``: per
     layer ``sum_o D_bko sum_i h_bi A_iom`` with ``h_b0 = 1``, one pass over ``A``."""
     cross = 0.0
     for h, d, block in zip(factors.inputs, sens, blocks):
-        through = jnp.einsum("bi,iom->bom", _with_bias_input(h), block)
-        cross = cross + jnp.einsum("bko,bom->mbk", d, through)
-    return cross.reshape(blocks[0].shape[-1], -1)
-
-
-def _factor_dot(factors: DenseFactors, sens, m: jax.Array) -> list[jax.Array]:
-    """``U M`` for the factored root ``U`` and ``M`` ``(B K, m)``, as each layer's block
-    ``((n_in + 1) n_out, m)`` (bias rows first): ``sum_b h_bi E_bom`` with ``E = D M`` and
-    ``h_b0 = 1``."""
-    n_rows, n_sens = sens[0].shape[:2]
-    m = m.reshape(n_rows, n_sens, -1)
-    blocks = []
-    for h, d in zip(factors.inputs, sens):
-        through = jnp.einsum("bko,bkm->bom", d, m)
-        blocks.append(jnp.einsum("bi,bom->iom", _with_bias_input(h), through).reshape(-1, m.shape[-1]))
-    return blocks
+        through = jnp.einsum("bi,iom->bom", with_bias_input(h), block)
+        cross = cross + jnp.einsum("bko,bom->mbk", d, through).reshape(block.shape[-1], -1)
+    return cross
 
 
 def _flat_layout(pieces) -> jax.Array:
@@ -644,26 +619,25 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     coords = scale * coords
     layers = factors.network.layers
     sens = [scale * d for d in factors.sens]
-    n_rows, n_cols = sens[0].shape[0], sens[0].shape[0] * sens[0].shape[1]
+    n_cols = sens[0].shape[0] * sens[0].shape[1]
 
     gram = _factor_gram(factors, sens, state.var)
     chol = jnp.linalg.cholesky(jnp.eye(n_cols, dtype=dtype) + gram)
     if moment:
         middle = jax.scipy.linalg.cho_solve((chol, True), jnp.eye(n_cols, dtype=dtype))
         gain_coords = middle @ coords
-        middle = middle.reshape(n_rows, -1, n_rows, sens[0].shape[1])
     else:
         gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
-    gain_coords = gain_coords.reshape(n_rows, -1)
     # Per layer, the mean's move U g and the diagonal of U M U^T on its bias and kernel,
     # which follow each other in the flat vector (DenseLayer): one (n_in + 1, n_out) block,
     # whose first input is the bias's 1.
     moves, diagonals = [], []
     for layer, h, d in zip(layers, factors.inputs, sens):
-        h = _with_bias_input(h.astype(dtype))
-        direction = jnp.einsum("bko,bk->bo", d, gain_coords)  # U g = h^T direction
+        h = with_bias_input(h.astype(dtype))
+        split = d.shape[:2]  # this layer's split of the columns (DenseFactors)
+        direction = jnp.einsum("bko,bk->bo", d, gain_coords.reshape(split))  # U g = h^T direction
         if moment:
-            paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle, d)
+            paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle.reshape(split + split), d)
             diagonals.append((layer.bias, jnp.einsum("bi,ci,bco->io", h, h, paired)))
         else:
             diagonals.append((layer.bias, (h**2).T @ jnp.sum(d**2, axis=1)))
@@ -672,7 +646,8 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
     mean = state.mean + state.var * _flat_layout(moves)
     if moment:
         return DiagState(mean, state.var - state.var**2 * _flat_layout(diagonals))
-    return DiagState(mean, 1.0 / (1.0 / state.var + _flat_layout(diagonals)))
+    # 1 / (1 / var + d) with one division, not two.
+    return DiagState(mean, state.var / (1.0 + state.var * _flat_layout(diagonals)))
 
 
 @dataclass(frozen=True)
@@ -1020,10 +995,10 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
     ``W~^T Upsilon^-1 W~`` have the blocks ``W^T W``, ``W^T Upsilon^-1 W`` (two passes
     over ``W``), ``W^T U``, ``W^T Upsilon^-1 U`` (:func:`_factor_cross`: one pass each)
     and ``U^T U``, ``U^T Upsilon^-1 U`` (:func:`_factor_gram`, ``O(B^2 P)``), and
-    ``W~ M = W M_W + U M_U`` with :func:`_factor_dot`. The ``P x (R + K)`` matrix ``W~``
+    ``W~ M = W M_W + U M_U`` with :func:`factor_dot`. The ``P x (R + K)`` matrix ``W~``
     and the ``P x K`` root are never formed: at ``R = K = 10`` the Gram products cost
     ``4 R^2 P`` flops instead of ``4 (R + K)^2 P``. Every product with ``W`` is taken
-    layer by layer, on each layer's bias and kernel as one block (:func:`_layer_block`).
+    layer by layer, on each layer's bias and kernel as one block (:func:`layer_block`).
 
     Returns
     -------
@@ -1042,8 +1017,8 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
     # 11.2 -> 8.9 ms a step.
 
     def blocks(w, ups):
-        w_blocks = [_layer_block(w, layer) for layer in layers]
-        return w_blocks, [b / _layer_block(ups, layer)[..., None] for layer, b in zip(layers, w_blocks)]
+        w_blocks = [layer_block(w, layer) for layer in layers]
+        return w_blocks, [b / layer_block(ups, layer)[..., None] for layer, b in zip(layers, w_blocks)]
 
     w_blocks, weighted_blocks = _written_once(blocks, w, ups)
     w_flat = [b.reshape(-1, rank) for b in w_blocks]
@@ -1058,7 +1033,7 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
     offsets = [layer.bias for layer in layers]
 
     def extended_dot(m):
-        pieces = zip(offsets, w_flat, _factor_dot(factors, sens, m[rank:]))
+        pieces = zip(offsets, w_flat, factor_dot(factors, sens, m[rank:]))
         # The layers' blocks cover the flat vector in the order of their offsets.
         return jnp.concatenate([b @ m[:rank] + u for _, b, u in sorted(pieces, key=lambda piece: piece[0])], axis=0)
 

@@ -321,10 +321,37 @@ def test_diag_kalman_filter_never_overshoots_where_eq_212_does(family, x64):
         assert abs(residual["projected"]) > 1.0
 
 
-@pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
-@pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
-@pytest.mark.parametrize("batch_size", [1, 3])
-@pytest.mark.parametrize("hessian", ["lin_hess", "mc_ef"])
+def _factored_cases():
+    # MC-EF on a diagonal family with one row per step draws the first layer's
+    # pre-activation, not its weights: other numbers than the root's draws (its law is
+    # tested in test_mc_ef_local_draws_have_the_law_of_weight_draws, its step below).
+    return [
+        (family, likelihood, batch_size, hessian)
+        for family in ("diag", "diag_mom", "dlr")
+        for likelihood in ("categorical", "gaussian")
+        for batch_size in (1, 3)
+        for hessian in ("lin_hess", "mc_ef")
+        if not (hessian == "mc_ef" and family != "dlr" and batch_size == 1)
+    ]
+
+
+def _mlp_and_plain():
+    """The built-in MLP's flat apply, which carries its layout, the same network behind
+    a plain function, which carries nothing, and its initial weights in float64."""
+    from flax import nnx
+
+    from skbong.core import MLP, flatten_module
+
+    module = MLP((4, 5, 6, 3), "tanh", rngs=nnx.Rngs(0))
+    apply, mean0 = flatten_module(module)
+
+    def plain(theta, x):
+        return apply(theta, x)
+
+    return apply, plain, jnp.asarray(mean0, jnp.float64)
+
+
+@pytest.mark.parametrize("family, likelihood, batch_size, hessian", _factored_cases())
 def test_factored_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_size, hessian, x64):
     """The built-in MLP's apply carries its layout, and the diagonal Kalman step and the
     DLR natural step from the per-layer factors of LIN-HESS's or MC-EF's root are the
@@ -333,16 +360,9 @@ def test_factored_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_
     (weight 0) adds nothing to either. For DLR the precision ``Upsilon + W W^T`` is
     compared (``W`` is unique only up to the signs of its columns), with rank 2 and up to
     9 root columns, so that the projection discards directions at every step."""
-    from flax import nnx
+    from skbong.core import LinearizedHessian, MonteCarloEF
 
-    from skbong.core import MLP, LinearizedHessian, MonteCarloEF, flatten_module
-
-    module = MLP((4, 5, 6, 3), "tanh", rngs=nnx.Rngs(0))
-    apply, mean0 = flatten_module(module)
-    mean0 = jnp.asarray(mean0, jnp.float64)
-
-    def plain(theta, x):
-        return apply(theta, x)
+    apply, plain, mean0 = _mlp_and_plain()
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(9, 4))
@@ -367,6 +387,81 @@ def test_factored_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_
     else:
         np.testing.assert_allclose(states["factored"].var, states["root"].var, rtol=1e-9)
     assert np.max(np.abs(np.asarray(states["root"].mean) - np.asarray(mean0))) > 1e-2
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+@pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
+def test_mc_ef_local_draws_step_equals_the_step_from_their_root(family, likelihood, x64):
+    # One row on a diagonal family: MC-EF's factors come from draws of the first layer's
+    # pre-activation. The root it returns is the one they stand for: its gradient is the
+    # mean of the per-draw gradients, and the Kalman step from the factors is the step
+    # from that root.
+    from skbong.core import DiagState, MonteCarloEF
+
+    apply, _, mean0 = _mlp_and_plain()
+    rng = np.random.default_rng(4)
+    x = jnp.asarray(rng.normal(size=(1, 4)))
+    y = jnp.asarray(np.eye(3)[[1]] if likelihood == "categorical" else rng.normal(size=(1, 3)))
+    config = make_config(apply, likelihood, family, hessian="mc_ef", n_mc_samples=4)
+    state = DiagState(mean0, jnp.asarray(rng.uniform(0.2, 1.0, size=mean0.shape)))
+    curv = MonteCarloEF(4)(apply, config.likelihood, config.family, state, x, y, jnp.ones(1),
+                           jnp.asarray(0.3), jax.random.PRNGKey(0))
+    assert curv.factors is not None and curv.root.shape == (mean0.shape[0], 4)
+    np.testing.assert_allclose(curv.grad, curv.root @ curv.coords, rtol=1e-12, atol=1e-14)
+    # The last layer's bias gradient of draw m is the likelihood's score there: nonzero.
+    assert np.min(np.abs(np.asarray(curv.root))[-3:]) > 0
+    lr = jnp.asarray(0.7)
+    factored = config.family.natural_step(state, state, curv, lr, False)
+    from_root = config.family.natural_step(state, state, curv._replace(factors=None), lr, False)
+    np.testing.assert_allclose(factored.mean, from_root.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(factored.var, from_root.var, rtol=1e-10)
+    assert np.max(np.abs(np.asarray(factored.mean) - np.asarray(mean0))) > 1e-3
+
+
+def _draw_gradients(apply_fn, config, state, x, y, n_draws, seed):
+    """The ``n_draws`` per-draw gradients ``(n_draws, P)`` of MC-EF's root for one row."""
+    from skbong.core import MonteCarloEF
+
+    curv = MonteCarloEF(n_draws)(apply_fn, config.likelihood, config.family, state, x, y, jnp.ones(1),
+                                 jnp.asarray(1.0), jax.random.PRNGKey(seed))
+    return np.asarray(curv.root).T * np.sqrt(n_draws)
+
+
+def test_mc_ef_local_draws_have_the_law_of_weight_draws(x64):
+    """The per-draw gradients from draws of the first layer's pre-activation (the MLP's
+    apply, which carries its layout) and from draws of every weight (a plain function)
+    have the same mean, second moments and second moments along random directions (the
+    whole covariance, across layers), to within 5 standard errors of 20,000 draws each;
+    and the same comparison tells the law apart from one with the first layer's
+    variances twice as large, so it can fail."""
+    from skbong.core import DiagState
+
+    apply, plain, mean0 = _mlp_and_plain()
+    rng = np.random.default_rng(5)
+    x = jnp.asarray(rng.normal(size=(1, 4)))
+    y = jnp.asarray(np.eye(3)[[2]])
+    var = rng.uniform(0.2, 1.0, size=mean0.shape)
+    config = make_config(apply, "categorical", "diag", hessian="mc_ef")
+    directions = rng.normal(size=(mean0.shape[0], 20))
+
+    def statistics(g):
+        return [g, g**2, (g @ directions) ** 2]
+
+    def max_z(a, b):
+        return max(
+            np.max(np.abs(sa.mean(0) - sb.mean(0)) / np.sqrt((sa.var(0) + sb.var(0)) / len(sa) + 1e-300))
+            for sa, sb in zip(statistics(a), statistics(b))
+        )
+
+    state = DiagState(mean0, jnp.asarray(var))
+    local = _draw_gradients(apply, config, state, x, y, 20_000, seed=0)
+    weights = _draw_gradients(plain, config, state, x, y, 20_000, seed=1)
+    assert max_z(local, weights) < 5.0
+    wider = var.copy()
+    first = apply.dense_network.layers[0]
+    wider[first.bias : first.bias + (first.n_in + 1) * first.n_out] *= 2.0  # its bias and kernel
+    wider_weights = _draw_gradients(plain, config, DiagState(mean0, jnp.asarray(wider)), x, y, 20_000, seed=1)
+    assert max_z(local, wider_weights) > 8.0
 
 
 def _kalman_filter(X, y, weight, mean0, sigma0, noise, decay, q, batch_size):

@@ -55,6 +55,7 @@ from skbong.datasets import mnist_stream
 from mnist_stream import Model, build_model
 
 WIDTHS = (1, 4, 13, 40, 126, 252, 503)
+RANK = 10  # DLR-10
 # FC holds a P x P covariance (0.5 GB at P = 11k in float32); MC-EF on FC also samples
 # through a P x P Cholesky factor every step, O(P^3).
 FC_MAX_PARAMS = {"lin_hess": 11_000, "mc_ef": 1_000}
@@ -131,13 +132,14 @@ def tall_gram_rate() -> float:
 
 
 def drawn_per_draw(model: Model, family: str) -> int:
-    """Normal numbers one Monte-Carlo draw of a step takes: every weight on DLR and FC;
-    on DIAG with one row per step the first layer's pre-activation in place of its
-    weights (``MonteCarloEF``'s local draws), ``n_out`` numbers for ``(n_in + 1) n_out``."""
-    if family != "diag":
+    """Normal numbers one Monte-Carlo draw of a step takes: every weight on FC; on DIAG
+    and DLR with one row per step the first layer's pre-activation in place of its
+    weights (``MonteCarloEF``'s local draws), ``n_out`` numbers for ``(n_in + 1) n_out``,
+    and on DLR ``R`` more for that layer's share of the low-rank part."""
+    if family == "fc":
         return model.n_params
     first = model.apply.dense_network.layers[0]
-    return model.n_params - first.n_in * first.n_out
+    return model.n_params - first.n_in * first.n_out + (RANK if family == "dlr" else 0)
 
 
 def draw_probe(n_samples: int, n_numbers: int, n_steps: int):
@@ -199,7 +201,7 @@ def prepare_cell(model: Model, family: str, hessian: str, X: np.ndarray, Y: np.n
     """A cell compiled and ready for :func:`time_call`: its first call of ``n_rows`` rows
     (whose time, less the steady cost of those rows, is the compile time), its draw probe,
     and XLA's cost of one step."""
-    config = make_config(model.apply, "categorical", family=family, rank=10, hessian=hessian)
+    config = make_config(model.apply, "categorical", family=family, rank=RANK, hessian=hessian)
     state = config.family.init(jnp.asarray(model.init_mean(0)), jnp.float32(SIGMA0))
     hyper = Hyperparameters(1.0, 1.0, 0.0, 1.0)
     start = time.perf_counter()
@@ -365,11 +367,11 @@ def main():
             "time of the step's normal draws alone (the step's own Threefry draws, "
             "`skbong.core._random`, written out and summed, one scan over as many steps as a "
             "timed call), timed after each of the cell's calls (median of the cell's calls), so that a "
-            "slow spell of the host falls on the step and its draws alike. DLR-10 draws M x P numbers a "
-            "step; DIAG draws the first layer's pre-activation in place of its weights (`MonteCarloEF`'s "
-            "local draws, the same law of the gradients), M x (P - 784 h) numbers, and its step then "
+            "slow spell of the host falls on the step and its draws alike. DIAG and DLR-10 draw the first "
+            "layer's pre-activation in place of its weights (`MonteCarloEF`'s local draws, the same law "
+            "of the gradients), M x (P - 784 h) numbers a step (DLR: M x 10 more), and DIAG's step then "
             "takes the same Kalman update as DIAG LIN-HESS, whose time at the same P the column also "
-            "gives. For DLR-10 it gives the time over its "
+            "gives. For DLR-10 LIN-HESS it gives the time over its "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
             f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the "

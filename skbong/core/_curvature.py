@@ -21,7 +21,6 @@ import jax
 import jax.numpy as jnp
 
 from ._activations import ACTIVATIONS
-from ._random import standard_normal
 
 __all__ = [
     "Curvature",
@@ -320,12 +319,13 @@ class MonteCarloEF:
     root also comes as :class:`DenseFactors`, from which the diagonal Kalman step and the
     DLR BONG step read without forming the ``M x P`` gradients.
 
-    With a diagonal family and one row per step, the first layer's weights are not drawn:
-    its pre-activation is (:func:`_local_draw_factors`). Each draw's gradient depends on
-    those weights only through that pre-activation, which under a diagonal Gaussian is
-    itself Gaussian with known mean and variance, so the gradients have the same law as
-    with the weights drawn: ``n_out`` normal numbers for ``(n_in + 1) n_out``. On the MLP
-    784-503-10 (``P = 400k``) that is 5k of the 4M numbers a step draws otherwise.
+    With one row per step and a family that can draw it (``family.sample_pre_activation``:
+    the diagonal and DLR families), the first layer's weights are not drawn: its
+    pre-activation is, jointly with the other layers' weights
+    (:func:`_local_draw_factors`). Each draw's gradient depends on the first layer's
+    weights only through that pre-activation, so the gradients have the same law as with
+    every weight drawn: ``n_out`` normal numbers for ``(n_in + 1) n_out``. On the MLP
+    784-503-10 (``P = 400k``) a step draws 50k numbers instead of 4M.
     """
 
     n_samples: int
@@ -338,11 +338,11 @@ class MonteCarloEF:
         root_weight = jnp.tile(jnp.sqrt(weight / self.n_samples), self.n_samples).astype(state.mean.dtype)
         network = getattr(apply_fn, "dense_network", None)
         covered = network is not None and network.covers(state.mean.shape[0], x)
-        if covered and family.diagonal and x.shape[0] == 1:
-            factors = _local_draw_factors(
-                network, likelihood, state.mean, family.marginal_variance(state), key, self.n_samples,
-                x, y, weight, obs_noise, root_weight,
-            )
+        draws = None
+        if covered and x.shape[0] == 1:
+            draws = family.sample_pre_activation(state, key, self.n_samples, x, network)
+        if draws is not None:
+            factors = _local_draw_factors(network, likelihood, draws, x, y, weight, obs_noise, root_weight)
             root = _factor_root(factors)
             return LowRankCurvature(root @ root_weight, root, root_weight, factors)
         thetas = family.sample(state, key, self.n_samples)  # (M, P)
@@ -365,38 +365,26 @@ def _factor_root(factors: DenseFactors) -> jax.Array:
     return jnp.concatenate([block for _, block in sorted(blocks, key=lambda pair: pair[0])])
 
 
-def _local_draw_factors(
-    network: DenseNetwork, likelihood, mean, var, key, n_samples, x, y, weight, obs_noise, root_weight
-) -> DenseFactors:
-    """:class:`DenseFactors` of MC-EF's root for one row ``x`` ``(1, n_in)`` under the
-    diagonal belief ``N(mean, diag(var))``, drawing the first layer's pre-activation in
-    place of its weights (the local reparameterisation of Kingma, Salimans and Welling
-    2015, "Variational dropout and the local reparameterization trick").
+def _local_draw_factors(network: DenseNetwork, likelihood, draws, x, y, weight, obs_noise, root_weight) -> DenseFactors:
+    """:class:`DenseFactors` of MC-EF's root for one row ``x`` ``(1, n_in)`` from draws of
+    the first layer's pre-activation in place of its weights (the local
+    reparameterisation of Kingma, Salimans and Welling 2015, "Variational dropout and the
+    local reparameterization trick").
 
-    Each draw's log-likelihood, and its gradient ``(x~ (x) s_1, h_2 (x) s_2, ...)`` with
-    ``x~ = (1, x)``, depend on the first layer's bias and kernel only through
-    ``z_1 = x~ [b; W]``. Under the belief, ``z_1`` is independent of the other layers'
-    weights and Gaussian: unit ``o`` has mean ``x~ [b; W]_o`` and variance
-    ``(x~^2) [v_b; V]_o``. Drawing ``z_1`` from that law and the other layers' weights
-    from theirs gives the gradients the law they have with every weight drawn (for one
-    row: rows sharing a draw of ``W`` would have correlated ``z_1``).
+    ``draws`` is ``(z, weights)`` from ``family.sample_pre_activation``: ``z`` ``(M, n_out)``
+    the first layer's pre-activation ``x~ [b; W]`` (``x~ = (1, x)``) under each draw and
+    ``weights`` the other layers' ``(kernel, bias)``, ``(M, n_in, n_out)`` and
+    ``(M, n_out)``, drawn jointly with it. Each draw's log-likelihood, and its gradient
+    ``(x~ (x) s_1, h_2 (x) s_2, ...)``, depend on the first layer's bias and kernel only
+    through ``z``, so these gradients have the law they have with every weight drawn (for
+    one row: rows sharing a draw of ``W`` would have correlated pre-activations).
+
+    The first layer's factor is the row once with the ``M`` draws' sensitivities
+    (``B_0 = 1``, ``K_0 = M``), so that its products cost ``O(P)``.
     """
-    first, rest = network.layers[0], network.layers[1:]
-    dtype = mean.dtype
-    keys = jax.random.split(key, len(network.layers))
-    x = x.astype(dtype)
-    x_bias = with_bias_input(x)
-    z_mean = x_bias @ layer_block(mean, first)  # (1, n_out)
-    z_scale = jnp.sqrt((x_bias * x_bias) @ layer_block(var, first))
-    z_draws = z_mean + z_scale * standard_normal(keys[0], (n_samples, first.n_out), dtype)  # (M, n_out)
-    weights = []
-    for layer, layer_key in zip(rest, keys[1:]):
-        size = (layer.n_in + 1) * layer.n_out
-        noise = standard_normal(layer_key, (n_samples, size), dtype)
-        block = (layer_block(mean, layer).ravel() + jnp.sqrt(layer_block(var, layer).ravel()) * noise).reshape(
-            (n_samples, layer.n_in + 1, layer.n_out)
-        )
-        weights.append((block[:, 1:], block[:, 0]))
+    z_draws, weights = draws
+    n_samples = z_draws.shape[0]
+    dtype = z_draws.dtype
     valid = weight > 0
 
     def one_draw(z, weights):
@@ -411,8 +399,7 @@ def _local_draw_factors(
     sens, inputs = jax.vmap(one_draw)(z_draws, weights)  # per layer (M, 1, n_out) and (M, 1, n_in)
     # A padded row's sensitivities are exactly zero, as its root column is.
     sens = [s.reshape(n_samples, -1) * root_weight[:, None] for s in sens]
-    # The first layer's input is the row under every draw: one input, M sensitivities.
-    inputs = [x] + [h.reshape(n_samples, -1) for h in inputs]
+    inputs = [x.astype(dtype)] + [h.reshape(n_samples, -1) for h in inputs]
     sens = [sens[0][None]] + [s[:, None, :] for s in sens[1:]]
     return DenseFactors(tuple(inputs), tuple(sens), network)
 

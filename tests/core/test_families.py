@@ -322,16 +322,16 @@ def test_diag_kalman_filter_never_overshoots_where_eq_212_does(family, x64):
 
 
 def _factored_cases():
-    # MC-EF on a diagonal family with one row per step draws the first layer's
-    # pre-activation, not its weights: other numbers than the root's draws (its law is
-    # tested in test_mc_ef_local_draws_have_the_law_of_weight_draws, its step below).
+    # MC-EF with one row per step draws the first layer's pre-activation, not its weights:
+    # other numbers than the root's draws (its law is tested in
+    # test_mc_ef_local_draws_have_the_law_of_weight_draws, its step below).
     return [
         (family, likelihood, batch_size, hessian)
         for family in ("diag", "diag_mom", "dlr")
         for likelihood in ("categorical", "gaussian")
         for batch_size in (1, 3)
         for hessian in ("lin_hess", "mc_ef")
-        if not (hessian == "mc_ef" and family != "dlr" and batch_size == 1)
+        if not (hessian == "mc_ef" and batch_size == 1)
     ]
 
 
@@ -389,21 +389,36 @@ def test_factored_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_
     assert np.max(np.abs(np.asarray(states["root"].mean) - np.asarray(mean0))) > 1e-2
 
 
-@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+def _belief(family, mean0, rng, first=None, spread=1.0):
+    """A diagonal or DLR (rank 2) belief around ``mean0`` with random variances or
+    precisions; ``spread`` scales the first layer's (``first``) variances up (for DLR its
+    diagonal precision down)."""
+    from skbong.core import DiagState, DLRState
+
+    p = mean0.shape[0]
+    scale = np.ones(p)
+    if first is not None:
+        scale[first.bias : first.bias + (first.n_in + 1) * first.n_out] = spread
+    if family.startswith("diag"):
+        return DiagState(mean0, jnp.asarray(rng.uniform(0.2, 1.0, size=p) * scale))
+    low_rank = 0.0 * rng.normal(size=(p, 2)) if family == "dlr_zero" else 0.7 * rng.normal(size=(p, 2))
+    return DLRState(mean0, jnp.asarray(rng.uniform(1.0, 5.0, size=p) / scale), jnp.asarray(low_rank))
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
 @pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
 def test_mc_ef_local_draws_step_equals_the_step_from_their_root(family, likelihood, x64):
-    # One row on a diagonal family: MC-EF's factors come from draws of the first layer's
-    # pre-activation. The root it returns is the one they stand for: its gradient is the
-    # mean of the per-draw gradients, and the Kalman step from the factors is the step
-    # from that root.
-    from skbong.core import DiagState, MonteCarloEF
+    # One row: MC-EF's factors come from draws of the first layer's pre-activation. The
+    # root it returns is the one they stand for: its gradient is the mean of the per-draw
+    # gradients, and the step from the factors is the step from that root.
+    from skbong.core import MonteCarloEF
 
     apply, _, mean0 = _mlp_and_plain()
     rng = np.random.default_rng(4)
     x = jnp.asarray(rng.normal(size=(1, 4)))
     y = jnp.asarray(np.eye(3)[[1]] if likelihood == "categorical" else rng.normal(size=(1, 3)))
-    config = make_config(apply, likelihood, family, hessian="mc_ef", n_mc_samples=4)
-    state = DiagState(mean0, jnp.asarray(rng.uniform(0.2, 1.0, size=mean0.shape)))
+    config = make_config(apply, likelihood, family, hessian="mc_ef", n_mc_samples=4, rank=2)
+    state = _belief(family, mean0, rng)
     curv = MonteCarloEF(4)(apply, config.likelihood, config.family, state, x, y, jnp.ones(1),
                            jnp.asarray(0.3), jax.random.PRNGKey(0))
     assert curv.factors is not None and curv.root.shape == (mean0.shape[0], 4)
@@ -414,7 +429,11 @@ def test_mc_ef_local_draws_step_equals_the_step_from_their_root(family, likeliho
     factored = config.family.natural_step(state, state, curv, lr, False)
     from_root = config.family.natural_step(state, state, curv._replace(factors=None), lr, False)
     np.testing.assert_allclose(factored.mean, from_root.mean, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(factored.var, from_root.var, rtol=1e-10)
+    if family == "dlr":
+        precision = [np.diag(s.diag_precision) + s.low_rank @ s.low_rank.T for s in (factored, from_root)]
+        np.testing.assert_allclose(precision[0], precision[1], rtol=1e-9, atol=1e-10)
+    else:
+        np.testing.assert_allclose(factored.var, from_root.var, rtol=1e-10)
     assert np.max(np.abs(np.asarray(factored.mean) - np.asarray(mean0))) > 1e-3
 
 
@@ -427,22 +446,25 @@ def _draw_gradients(apply_fn, config, state, x, y, n_draws, seed):
     return np.asarray(curv.root).T * np.sqrt(n_draws)
 
 
-def test_mc_ef_local_draws_have_the_law_of_weight_draws(x64):
+@pytest.mark.parametrize("family", ["diag", "dlr", "dlr_zero"])
+def test_mc_ef_local_draws_have_the_law_of_weight_draws(family, x64):
     """The per-draw gradients from draws of the first layer's pre-activation (the MLP's
     apply, which carries its layout) and from draws of every weight (a plain function)
     have the same mean, second moments and second moments along random directions (the
     whole covariance, across layers), to within 5 standard errors of 20,000 draws each;
     and the same comparison tells the law apart from one with the first layer's
-    variances twice as large, so it can fail."""
-    from skbong.core import DiagState
-
+    variances twice as large (DLR: its diagonal precision halved), so it can fail. DLR
+    with rank 2, and with ``W = 0`` (no low-rank part to condition on)."""
     apply, plain, mean0 = _mlp_and_plain()
     rng = np.random.default_rng(5)
     x = jnp.asarray(rng.normal(size=(1, 4)))
     y = jnp.asarray(np.eye(3)[[2]])
-    var = rng.uniform(0.2, 1.0, size=mean0.shape)
-    config = make_config(apply, "categorical", "diag", hessian="mc_ef")
+    config = make_config(apply, "categorical", "dlr" if family.startswith("dlr") else family,
+                         hessian="mc_ef", rank=2)
     directions = rng.normal(size=(mean0.shape[0], 20))
+    first = apply.dense_network.layers[0]
+    state = _belief(family, mean0, np.random.default_rng(6))
+    wider = _belief(family, mean0, np.random.default_rng(6), first, spread=2.0)
 
     def statistics(g):
         return [g, g**2, (g @ directions) ** 2]
@@ -453,15 +475,9 @@ def test_mc_ef_local_draws_have_the_law_of_weight_draws(x64):
             for sa, sb in zip(statistics(a), statistics(b))
         )
 
-    state = DiagState(mean0, jnp.asarray(var))
     local = _draw_gradients(apply, config, state, x, y, 20_000, seed=0)
-    weights = _draw_gradients(plain, config, state, x, y, 20_000, seed=1)
-    assert max_z(local, weights) < 5.0
-    wider = var.copy()
-    first = apply.dense_network.layers[0]
-    wider[first.bias : first.bias + (first.n_in + 1) * first.n_out] *= 2.0  # its bias and kernel
-    wider_weights = _draw_gradients(plain, config, DiagState(mean0, jnp.asarray(wider)), x, y, 20_000, seed=1)
-    assert max_z(local, wider_weights) > 8.0
+    assert max_z(local, _draw_gradients(plain, config, state, x, y, 20_000, seed=1)) < 5.0
+    assert max_z(local, _draw_gradients(plain, config, wider, x, y, 20_000, seed=1)) > 8.0
 
 
 def _kalman_filter(X, y, weight, mean0, sigma0, noise, decay, q, batch_size):

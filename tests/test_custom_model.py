@@ -264,18 +264,22 @@ class _Chain(nnx.Sequential):
     not recognise as a dense chain (a subclass may compute something else)."""
 
 
-@pytest.mark.parametrize("family, hessian", [("diag", "lin_hess"), ("dlr", "mc_ef")])
-def test_a_sequential_of_linear_layers_takes_the_factored_path_to_the_same_fit(digits, family, hessian):
+@pytest.mark.parametrize("family, hessian, batch_size", [("diag", "lin_hess", 1), ("dlr", "mc_ef", 2)])
+def test_a_sequential_of_linear_layers_takes_the_factored_path_to_the_same_fit(digits, family, hessian, batch_size):
     """An ``nnx.Sequential`` of ``nnx.Linear`` layers and one activation carries its layout
     (the steps read the per-layer factors of the root); a subclass of it does not (the
-    ``P x K`` root). Both fit the same posterior, to float32 round-off."""
+    ``P x K`` root). Both fit the same posterior, to float32 round-off. (MC-EF with one row
+    per step draws the first layer's pre-activation on the factored path, other numbers
+    with the same law, tested in ``tests/core/test_families.py``; with two rows a step both
+    paths draw every weight from the same keys.)"""
     X, y = digits[0][:200], digits[1][:200]
     proba = {}
     for cls in (nnx.Sequential, _Chain):
         def build(n_features, n_outputs, rngs, cls=cls):
             return cls(nnx.Linear(n_features, 8, rngs=rngs), nnx.tanh, nnx.Linear(8, n_outputs, rngs=rngs))
 
-        clf = BONGClassifier(model=build, family=family, hessian=hessian, rank=3, random_state=0).fit(X, y)
+        clf = BONGClassifier(model=build, family=family, hessian=hessian, rank=3, batch_size=batch_size,
+                             random_state=0).fit(X, y)
         assert hasattr(clf._spec.apply, "dense_network") == (cls is nnx.Sequential)
         proba[cls] = clf.predict_proba(X)
     np.testing.assert_allclose(proba[nnx.Sequential], proba[_Chain], atol=1e-5)

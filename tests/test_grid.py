@@ -70,7 +70,29 @@ def test_blr_one_unit_step_is_bong(family, hessian, x64):
     # the default Kalman step, which uses the unprojected precision.
     config, bong = _run("bong", hessian, family, diag_step="projected")
     _, blr = _run("blr", hessian, family, lr=1.0, n_inner=1)
-    _same_belief(config, bong, blr)
+    if (family, hessian) != ("dlr", "mc_ef"):
+        _same_belief(config, bong, blr)
+        return
+    # DLR's W is unique only up to the signs and order of its columns, and BLR's W differs
+    # from BONG's so after a step or two. MC-EF's draw of the first layer's pre-activation
+    # takes its R coordinates along W (_dlr_pre_activation_draws): the same law whatever
+    # W's columns, other numbers. So the steps are compared one at a time, from the same
+    # belief and with the same key, along BONG's trajectory.
+    X, Y = _stream(6)
+    hyper = {"bong": Hyperparameters(1.0, 1.0, 0.0, 0.5), "blr": Hyperparameters(1.0, 1.0, 0.0, 1.0)}
+    configs = {
+        "bong": make_config(SPEC.apply, "categorical", family, 3, "bong", hessian, 2, 4, "projected"),
+        "blr": make_config(SPEC.apply, "categorical", family, 3, "blr", hessian, 1, 4, "kalman"),
+    }
+    state = configs["bong"].family.init(jnp.asarray(SPEC.init_params(0), jnp.float64), jnp.asarray(0.5))
+    for t in range(len(X)):
+        after = {
+            name: run_filter(config, state, X[t : t + 1], Y[t : t + 1], hyper[name], key=jax.random.PRNGKey(3), n_seen=t)
+            for name, config in configs.items()
+        }
+        _same_belief(configs["bong"], after["bong"], after["blr"])
+        state = after["bong"]
+    _same_belief(configs["bong"], state, bong)  # the same trajectory as the whole run
 
 
 @pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef", "mc_ef", "mc_hess"])

@@ -541,7 +541,9 @@ def _dlr_pre_activation_draws(state: DLRState, key, n_samples: int, x: jax.Array
     scaled; its square root ``I + Q psi Q^T`` comes from the ``R x R`` eigenproblem of
     ``Q^T Q``, as in the sampler's ``phi``), they have that law. The other layers' ``e``
     is drawn as it is. ``O(R^2 P)``, like the sampler, and ``M (P - P_1 + n_out + R)``
-    normal numbers.
+    normal numbers. Unlike :meth:`DiagonalLowRank.sample`, whose draws from a key depend on
+    the precision alone, these depend on ``W``'s columns (``xi`` is taken along them):
+    two beliefs whose ``W`` differ by a rotation draw other numbers, with the same law.
     """
     dtype = state.mean.dtype
     first, rest = network.layers[0], network.layers[1:]

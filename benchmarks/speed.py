@@ -158,8 +158,8 @@ def draw_probe(n_samples: int, n_numbers: int, n_steps: int):
 
 def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float) -> str:
     """What the bound rates say about a cell: the share of MC-EF's step that drawing its
-    normal numbers alone takes (and, for DIAG, the LIN-HESS step at the same ``P``, which
-    takes the same Kalman update), DLR LIN-HESS's time over its FLOPs at the tall
+    normal numbers alone takes (and, for DIAG and DLR, the LIN-HESS step at the same ``P``,
+    which takes the same update), DLR LIN-HESS's time over its FLOPs at the tall
     Gram's rate, and FC LIN-HESS's time over its FLOPs at the matmul rate (its deferred
     downdates read ``Sigma`` about once a step and write it once a block, so the floor's
     read-and-write of the belief overstates its traffic)."""
@@ -167,8 +167,8 @@ def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float
         return f"{cell['ms'] / (1e3 * cell['flops'] / flop_rate):.1f}x its FLOPs at the matmul rate"
     if cell["hessian"] == "mc_ef":
         note = f"draws {cell['draws_ms']:.2f} ms ({100 * cell['draws_ms'] / cell['ms']:.0f}% of step)"
-        if cell["family"] == "diag":
-            same = [c for c in cells if (c["P"], c["family"], c["hessian"]) == (cell["P"], "diag", "lin_hess")]
+        if cell["family"] in ("diag", "dlr"):
+            same = [c for c in cells if (c["P"], c["family"], c["hessian"]) == (cell["P"], cell["family"], "lin_hess")]
             note += f"; LIN-HESS step {same[0]['ms']:.3f} ms" if same else ""
         return note
     if cell["family"] == "dlr":
@@ -369,9 +369,9 @@ def main():
             "timed call), timed after each of the cell's calls (median of the cell's calls), so that a "
             "slow spell of the host falls on the step and its draws alike. DIAG and DLR-10 draw the first "
             "layer's pre-activation in place of its weights (`MonteCarloEF`'s local draws, the same law "
-            "of the gradients), M x (P - 784 h) numbers a step (DLR: M x 10 more), and DIAG's step then "
-            "takes the same Kalman update as DIAG LIN-HESS, whose time at the same P the column also "
-            "gives. For DLR-10 LIN-HESS it gives the time over its "
+            "of the gradients), M x (P - 784 h) numbers a step (DLR: M x 10 more), and their step then "
+            "takes the same update as LIN-HESS on the same family, whose time at the same P the column "
+            "also gives. For DLR-10 LIN-HESS it gives the time over its "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
             f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the "

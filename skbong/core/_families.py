@@ -535,15 +535,14 @@ def _dlr_pre_activation_draws(state: DLRState, key, n_samples: int, x: jax.Array
     ``z = x~ [mu_b; mu_W] + u + G c`` and ``c`` only through ``u = x~ (Upsilon_1^{-1/2} e_1)``
     (``n_out`` numbers) and ``a_1 = A_1^T e_1`` (``R``), with ``G = x~ (Upsilon_1^{-1} W_1)``
     ``(n_out, R)``. Those are jointly Gaussian, with ``Cov(u) = D`` diagonal
-    (``D_o = x~^2 Upsilon_1^{-1}``), ``Cov(u, a_1) = G`` and ``Cov(a_1) = E = A_1^T A_1``.
-    Drawn as ``a_1 = E^{1/2} xi`` and ``u = H xi + D^{1/2} (I - Q Q^T)^{1/2} nu`` with
-    ``H = G E^{+1/2}``, ``Q = D^{-1/2} H`` (``I - Q Q^T`` is the conditional covariance,
-    scaled; its square root ``I + Q psi Q^T`` comes from the ``R x R`` eigenproblem of
-    ``Q^T Q``, as in the sampler's ``phi``), they have that law. The other layers' ``e``
-    is drawn as it is. ``O(R^2 P)``, like the sampler, and ``M (P - P_1 + n_out + R)``
-    normal numbers. Unlike :meth:`DiagonalLowRank.sample`, whose draws from a key depend on
-    the precision alone, these depend on ``W``'s columns (``xi`` is taken along them):
-    two beliefs whose ``W`` differ by a rotation draw other numbers, with the same law.
+    (``D_o = x~^2 Upsilon_1^{-1}``), ``Cov(a_1, u) = G^T`` and ``Cov(a_1) = E = A_1^T A_1``.
+    Drawn as ``u = D^{1/2} nu`` and ``a_1 = G^T D^{-1} u + S^{1/2} xi`` with the Schur
+    complement ``S = E - G^T D^{-1} G`` (positive semi-definite; its root from an ``R x R``
+    eigenproblem), they have that law. The other layers' ``e`` is drawn as it is.
+    ``O(R^2 P)``, like the sampler, and ``M (P - P_1 + n_out + R)`` normal numbers. Unlike
+    :meth:`DiagonalLowRank.sample`, whose draws from a key depend on the precision alone,
+    these depend on ``W``'s columns (``xi`` is taken along them): two beliefs whose ``W``
+    differ by a rotation draw other numbers, with the same law.
     """
     dtype = state.mean.dtype
     first, rest = network.layers[0], network.layers[1:]
@@ -564,20 +563,12 @@ def _dlr_pre_activation_draws(state: DLRState, key, n_samples: int, x: jax.Array
     phi = -1.0 / (root_s * (1.0 + root_s))
 
     x_bias = with_bias_input(x.astype(dtype))[0]
-    d = (x_bias * x_bias) @ (1.0 / ups_blocks[0])  # (n_out,)
+    d = (x_bias * x_bias) @ (1.0 / ups_blocks[0])  # (n_out,), positive: x~ holds the bias's 1
     g = (x_bias @ scaled[0].reshape(first.n_in + 1, -1)).reshape(first.n_out, rank)
-    lam, q_e = jnp.linalg.eigh(grams[0])
-    lam = jnp.maximum(lam, 0.0)
-    keep = lam > lam[-1] * rank * jnp.finfo(dtype).eps
-    e_root = (q_e * jnp.sqrt(lam)) @ q_e.T
-    h = g @ ((q_e * jnp.where(keep, jax.lax.rsqrt(jnp.where(keep, lam, 1.0)), 0.0)) @ q_e.T)
-    q = h * jax.lax.rsqrt(d)[:, None]
-    s_q, v_q = jnp.linalg.eigh(q.T @ q)
-    psi = -1.0 / (1.0 + jnp.sqrt(1.0 - jnp.clip(s_q, 0.0, 1.0)))  # ((1 - s)^{1/2} - 1) / s
-    xi = standard_normal(keys[0], (n_samples, rank), dtype)
-    nu = standard_normal(keys[1], (n_samples, first.n_out), dtype)
-    u = xi @ h.T + jnp.sqrt(d) * (nu + ((((nu @ q) @ v_q) * psi) @ v_q.T) @ q.T)
-    a = xi @ e_root  # A^T e, summed over the layers below
+    lam, vecs = jnp.linalg.eigh(grams[0] - (g / d[:, None]).T @ g)
+    schur_root = (vecs * jnp.sqrt(jnp.maximum(lam, 0.0))) @ vecs.T
+    u = jnp.sqrt(d) * standard_normal(keys[0], (n_samples, first.n_out), dtype)
+    a = (u / d) @ g + standard_normal(keys[1], (n_samples, rank), dtype) @ schur_root  # A^T e so far
 
     noises = []
     for layer, ups, w, layer_key in zip(rest, ups_blocks[1:], w_blocks[1:], keys[2:]):

@@ -252,7 +252,7 @@ def finish_cell(cell: dict) -> dict:
         "bytes": cell["bytes"],
         "state_bytes": 2 * sum(leaf.nbytes for leaf in current),  # read and write the belief once
         "finite": bool(all(np.all(np.isfinite(np.asarray(leaf))) for leaf in current)),
-        # Time of a step's M P normal draws alone, median over the cell's calls.
+        # Time of a step's normal draws alone (drawn_per_draw), median over the cell's calls.
         "draws_ms": 1e3 * float(np.median(cell["draws"])) / n_rows if cell["draws"] else 0.0,
     }
 

@@ -622,7 +622,10 @@ class _BaseBONG(BaseEstimator):
             module = self.model
         else:
             try:
-                module = self.model(n_features, n_outputs, rngs=nnx.Rngs(seed))
+                # The same compiled initialiser as the built-in MLP's, so that a factory of
+                # that MLP gives it bit for bit on any backend (eager initialisers differ from
+                # compiled ones by an ulp on a GPU).
+                module = build_module(self.model, (n_features, n_outputs), seed)
             except TypeError as error:
                 raise TypeError(
                     f"model is called as model(n_features, n_outputs, rngs=rngs) to build the network for "

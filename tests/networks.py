@@ -1,7 +1,23 @@
-"""Custom flax NNX networks that the tests pass to the estimators through ``model=``."""
+"""Custom flax NNX networks that the tests pass to the estimators through ``model=``, and
+how the tests compare a network's weights across ways of building it."""
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+
+
+def assert_same_initial_weights(compiled, eager):
+    """Weights from ``build_module``'s compiled initialiser against the eager construction's:
+    the same bits on a CPU (XLA's level-1 backend keeps the eager round-off). Elsewhere XLA
+    fuses the initialisers' arithmetic, which moves a weight by a few ulps of the layer's
+    scale, not of the weight (an H200: at most 1.2e-7 where the largest weight is about
+    0.3, so up to 105 ulps of a weight near 0); allowed: 16 float32 eps of the largest."""
+    compiled, eager = np.asarray(compiled), np.asarray(eager)
+    if jax.default_backend() == "cpu":
+        np.testing.assert_array_equal(compiled, eager)
+    else:
+        np.testing.assert_allclose(compiled, eager, rtol=0, atol=16 * np.finfo(np.float32).eps * np.abs(eager).max())
 
 
 class FeatureConv(nnx.Module):

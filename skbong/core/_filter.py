@@ -935,8 +935,10 @@ def _run_chunks(
             remedies.append(f"fewer than the {n_members} filters run side by side")
         remedies.append("a smaller network")
         advice = " or ".join(filter(None, [", ".join(remedies[:-1]), remedies[-1]]))
+        # XLA:GPU's message spans lines (its autotuner's report); one line reads better.
+        cause = " ".join(str(error).split()).rstrip(".")
         raise MemoryError(
-            f"The filter ran out of device memory ({str(error).rstrip('.')}). Its steps take {rows_per_step} "
+            f"The filter ran out of device memory ({cause}). Its steps take {rows_per_step} "
             f"row(s) of {Y.shape[1]} output(s) for a {config.family.name!r} belief over P = "
             f"{np.shape(state.mean)[-1]:,} parameters: a step's memory grows with the square of its rows "
             f"times outputs{', and with P^2' if full else ''}. Use {advice}."

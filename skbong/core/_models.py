@@ -172,8 +172,10 @@ def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
     among them at 0.3-1 s each. Here the graph comes from an abstract evaluation and the
     weights from one compiled call, cached per ``(factory, args)`` so that refits and
     search candidates reuse it; the seed is traced. The weights are those of the eager
-    construction: the same random bits and formulas, and for :class:`MLP` the same bits
-    (tested; XLA's level-1 backend keeps the eager round-off). A factory that cannot be
+    construction: the same random bits and formulas, and on a CPU for :class:`MLP` the same
+    bits (tested; XLA's level-1 backend keeps the eager round-off). On a GPU, XLA fuses the
+    initialisers' arithmetic, and some weights differ from the eager ones by an ulp (seen
+    on an H200); the compiled weights are the same on every call. A factory that cannot be
     hashed, or that does not return a module, runs eagerly.
     """
     try:

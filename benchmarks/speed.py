@@ -278,8 +278,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="three small sizes only")
     parser.add_argument("--name", default=None, help="results file name (default speed[_quick])")
+    parser.add_argument("--widths", default=None, help="hidden widths to time, comma-separated "
+                        f"(default {','.join(map(str, WIDTHS))}; a short GPU lease takes a few)")
+    parser.add_argument("--skip-mnist", action="store_true", help="leave out the mnist_stream models' cells")
     args = parser.parse_args()
     widths = WIDTHS[:3] if args.quick else WIDTHS
+    if args.widths:
+        widths = tuple(int(w) for w in args.widths.split(","))
+    targets = {} if args.skip_mnist else MNIST_TARGETS
     X, y, _, _ = mnist_stream(seed=0)
     n_rows = (N_CALLS + 1) * max(N_ROWS, N_ROWS_FC_LARGE)
     X = X[:n_rows].astype(np.float32)
@@ -299,12 +305,12 @@ def main():
                     continue
                 prepared.append(prepare_cell(model, family, hessian, X, Y, n_rows))
                 print(f"P={model.n_params:>7} {family:>4} {hessian:>8}: compiled", flush=True)
-    mnist_models = {name: build_model(name) for name, _ in MNIST_TARGETS}
-    for name, family in MNIST_TARGETS:
+    mnist_models = {name: build_model(name) for name, _ in targets}
+    for name, family in targets:
         prepared.append(prepare_cell(mnist_models[name], family, "lin_hess", X, Y, N_ROWS))
     timed = time_cells(prepared, X, Y)
     del prepared
-    cells, mnist_cells = timed[: -len(MNIST_TARGETS)], timed[-len(MNIST_TARGETS) :]
+    cells, mnist_cells = timed[: len(timed) - len(targets)], timed[len(timed) - len(targets) :]
     for cell in cells:
         cell["floor_ms"] = 1e3 * max(cell["flops"] / flop_rate, cell["state_bytes"] / bandwidth)
         print(
@@ -314,7 +320,7 @@ def main():
         )
 
     mnist_rows = []
-    for ((name, family), (ref, ratio_target, compile_target)), cell in zip(MNIST_TARGETS.items(), mnist_cells):
+    for ((name, family), (ref, ratio_target, compile_target)), cell in zip(targets.items(), mnist_cells):
         model = mnist_models[name]
         ratio = cell["ms"] / ref
         mnist_rows.append([
@@ -359,10 +365,16 @@ def main():
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
             f"'ms/step' is the median of {N_CALLS} calls of {N_ROWS} rows and 'range' their fastest and "
             "slowest. The cells are compiled first and then timed in rounds, one call of each cell per "
-            "round, so that each cell's calls spread over the whole run: this 2-vCPU host has slow "
-            "spells of seconds to minutes in which the same compiled step runs about 2x slower (every "
-            "kernel slower, every hand-off between XLA's threads longer; DLR-10 at P = 32k went from 0.53 "
-            "to 1.23 ms a step and back within one process).",
+            "round, so that each cell's calls spread over the whole run"
+            + (
+                ": this project's 2-vCPU hosts have slow spells of seconds to minutes in which the same "
+                "compiled step runs about 2x slower (every kernel slower, every hand-off between XLA's "
+                "threads longer; DLR-10 at P = 32k went from 0.53 to 1.23 ms a step and back within one "
+                "process)."
+                if jax.default_backend() == "cpu"
+                else ". On an accelerator a step is a sequence of small kernels inside XLA's loop over the "
+                "rows, so below some P its time is their launches, flat in P, and 'x floor' is large."
+            ),
             "Column 'bound' says what bounds the steps this floor misjudges. For MC-EF it gives the "
             "time of the step's normal draws alone (the step's own Threefry draws, "
             "`skbong.core._random`, written out and summed, one scan over as many steps as a "
@@ -386,10 +398,16 @@ def main():
             "on the reference's CPU; 'x floor' (time over this host's own floor) is the measure that "
             "compares across hosts.",
             table,
-            "The models of `mnist_stream` (the MLP 784-50-10 and the paper's CNN, built as there), "
-            f"BONG-LIN-HESS, timed as above ({N_ROWS} rows per call) against the issue's figures for them:",
-            markdown_table(["model", "P", "family", "ms/step", "vs reference", "compile s", "compile target"],
-                           mnist_rows),
+            *(
+                [
+                    "The models of `mnist_stream` (the MLP 784-50-10 and the paper's CNN, built as there), "
+                    f"BONG-LIN-HESS, timed as above ({N_ROWS} rows per call) against the issue's figures for them:",
+                    markdown_table(["model", "P", "family", "ms/step", "vs reference", "compile s", "compile target"],
+                                   mnist_rows),
+                ]
+                if mnist_rows
+                else []
+            ),
             "Slope of log(ms/step) against log(P), P >= 10k:",
             markdown_table(["family", "hessian", "slope", "sizes"], slopes),
             "![time per step against P](speed.png)",

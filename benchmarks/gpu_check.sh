@@ -59,18 +59,34 @@ run() {
 cat "$out/env.txt"
 
 bench_flags=$([ "$quick" = 1 ] && echo --quick)
-(cd benchmarks && run speed 170 python3 speed.py $bench_flags --name "speed$suffix")
+# The whole speed.py needs about 5 minutes on an H200 (each cell compiles for 2-12 s), so by
+# default three sizes: P = 10k (FC's largest), 32k and 400k, about 100 s there.
+speed_args=${SPEED_ARGS---widths 13,40,503 --skip-mnist}
+[ "$quick" = 1 ] && speed_args=""
+(cd benchmarks && run speed 170 python3 speed.py $bench_flags $speed_args --name "speed$suffix")
 
 # The suite: one worker per core, as in CI; -p no:cacheprovider keeps the tree clean. It runs
 # after the CNN and takes what is left of the budget: the MLP's GPU report is older but exists.
+# The whole suite needs about 17 minutes on an H200 with 16 workers (742 tests ran in 288 s),
+# more than a lease: TESTS names the files or node ids to run (default: all), so that
+# sessions can cover it in parts. Most of a GPU test's time is compiling, much of that XLA's
+# GEMM autotuner; the suite turns it off (--xla_gpu_autotune_level=0, if this XLA knows the
+# flag; not yet timed against the default), which changes which GEMM kernels run, not what
+# they compute. SUITE_AUTOTUNE=1 keeps it.
 if [ "$quick" = 1 ]; then
     tests=(tests/test_devices.py tests/core/test_families.py)
 else
-    tests=(tests)
+    read -r -a tests <<<"${TESTS:-tests}"
 fi
+suite_xla_flags=${XLA_FLAGS:-}
+if [ "${SUITE_AUTOTUNE:-0}" != 1 ] && XLA_FLAGS="--xla_gpu_autotune_level=0 $suite_xla_flags" \
+    python3 -c "import jax.numpy as jnp; (jnp.ones((64, 64)) @ jnp.ones((64, 64))).block_until_ready()" >/dev/null 2>&1; then
+    suite_xla_flags="--xla_gpu_autotune_level=0 $suite_xla_flags"
+fi
+echo "suite XLA_FLAGS: ${suite_xla_flags:-none}" >>"$out/env.txt"
 (cd benchmarks && run mnist_cnn 120 python3 mnist_stream.py $bench_flags --models cnn --seeds 1 \
     --hyperparameters results/mnist_stream_cnn.json --name "mnist_stream_cnn$suffix")
-run pytest 420 python3 -m pytest -q -p no:cacheprovider -rf --durations=15 "${tests[@]}"
+XLA_FLAGS=$suite_xla_flags run pytest 420 python3 -m pytest -q -p no:cacheprovider -rf --durations=15 "${tests[@]}"
 (cd benchmarks && run mnist_mlp 150 python3 mnist_stream.py $bench_flags --models mlp \
     --hyperparameters results/mnist_stream_mlp.json --name "mnist_stream_mlp$suffix")
 

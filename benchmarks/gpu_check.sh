@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # The GPU checks of the open issues in one call, sized for a short lease of one GPU:
 # benchmarks/speed.py (steps per second and the fraction of the device's FLOP and bandwidth
-# floor), mnist_stream.py on the CNN, the test suite, then mnist_stream.py on the MLP (accuracy,
-# NLL and ms per step at the committed hyperparameters, no tuning).
+# floor), a model fitted and pickled there (gpu_pickle.py), mnist_stream.py on the CNN, the
+# test suite, then mnist_stream.py on the MLP (accuracy, NLL and ms per step at the
+# committed hyperparameters, no tuning).
 #
 #     bash benchmarks/gpu_check.sh OUT_DIR [BUDGET_SECONDS]
 #
 # Each step runs under `timeout` within the budget (default 540 s), in the order speed,
-# mnist_cnn, pytest, mnist_mlp (speed.py first, so that its timings see an idle machine and a
-# short lease still brings them back). STEPS picks the steps (default all four; e.g.
-# STEPS="mnist_mlp" for a second call). A step stopped at its cap gets SIGINT first: pytest then
-# prints its summary of the tests it ran. OUT_DIR receives one log per step, env.txt
-# (devices, versions, nvidia-smi, each step's exit status and seconds) and results.tar.gz
-# (the benchmarks/results/*_gpu.* files that this call wrote): at most six files. The benchmarks read the data from
+# pickle, mnist_cnn, pytest, mnist_mlp (speed.py first, so that its timings see an idle
+# machine and a short lease still brings them back). STEPS picks the steps (default all
+# five; e.g. STEPS="mnist_mlp" for a second call). A step stopped at its cap gets SIGINT
+# first: pytest then prints its summary of the tests it ran. OUT_DIR receives one log per
+# step, env.txt (devices, versions, nvidia-smi, each step's exit status and seconds),
+# fitted_gpu.pkl (check it where no GPU is: python gpu_pickle.py load fitted_gpu.pkl) and
+# results.tar.gz (the benchmarks/results/*_gpu.* files that this call wrote): at most eight
+# files, the most a device call brings back. The benchmarks read the data from
 # SKBONG_DATA (default: .data in the repository if it is there, else skbong's default).
 #
 # QUICK=1 runs the same steps at the scripts' --quick sizes and on two test files, to check
@@ -29,7 +32,7 @@ started=$(mktemp)  # reports older than this are not this call's
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ -z "${SKBONG_DATA:-}" ] && [ -d .data ]; then export SKBONG_DATA="$PWD/.data"; fi
 quick=${QUICK:-0}
-steps=" ${STEPS:-speed mnist_cnn pytest mnist_mlp} "
+steps=" ${STEPS:-speed pickle mnist_cnn pytest mnist_mlp} "
 suffix=$([ "$quick" = 1 ] && echo _quick || echo _gpu)
 
 # run NAME CAP_SECONDS COMMAND...: the command under `timeout`, capped by what is left of the
@@ -64,6 +67,8 @@ bench_flags=$([ "$quick" = 1 ] && echo --quick)
 speed_args=${SPEED_ARGS---widths 13,40,503 --skip-mnist}
 [ "$quick" = 1 ] && speed_args=""
 (cd benchmarks && run speed 170 python3 speed.py $bench_flags $speed_args --name "speed$suffix")
+# A model fitted here, for loading on a CPU-only machine: python gpu_pickle.py load OUT_DIR/fitted_gpu.pkl
+(cd benchmarks && run pickle 90 python3 gpu_pickle.py save "$out/fitted$suffix.pkl")
 
 # The suite: one worker per core, as in CI; -p no:cacheprovider keeps the tree clean. It runs
 # after the CNN and takes what is left of the budget: the MLP's GPU report is older but exists.

@@ -116,7 +116,10 @@ _SHARED_PARAMS_DOC = """
         callable ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
         factory, built at ``fit`` with ``rngs = nnx.Rngs(seed)`` drawn from
         ``random_state`` (what a search or ``check_estimator`` needs, since the widths
-        come from the data). ``n_outputs`` is the number of classes (logits, also for
+        come from the data). Like the built-in MLP's, its weights come from one compiled
+        program of its initialisers, cached per factory and sizes: weights it draws from
+        anything but ``rngs`` (NumPy's global state, say) are fixed when that program is
+        first traced. ``n_outputs`` is the number of classes (logits, also for
         two classes) or of regression targets. Networks of equal structure share
         compiled code: clones, a ``GridSearchCV`` over ``sigma0`` and pickled copies
         never recompile. A network with convolutions cuts its flat weights with one

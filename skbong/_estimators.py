@@ -626,8 +626,8 @@ class _BaseBONG(BaseEstimator):
         else:
             try:
                 # The same compiled initialiser as the built-in MLP's, so that a factory of
-                # that MLP gives it bit for bit on any backend (eager initialisers differ from
-                # compiled ones by an ulp on a GPU).
+                # that MLP gives it bit for bit on any backend (on a GPU, eager initialisers
+                # differ from compiled ones by a few ulps).
                 module = build_module(self.model, (n_features, n_outputs), seed)
             except TypeError as error:
                 raise TypeError(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from networks import assert_same_initial_weights  # noqa: E402 (tests/networks.py)
+from networks import assert_same_initial_weights  # tests/networks.py
 
 from skbong.core import MLP, PatchConv, build_module, flatten_module, module_params
 

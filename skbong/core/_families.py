@@ -1082,9 +1082,8 @@ class DiagonalLowRank:
         """``diag((Upsilon + W W^T)^{-1})`` by Woodbury (Eq. 320) in ``O(R^2 P)``:
         ``1 / Upsilon - rowsum((V C) * V)`` with ``V = Upsilon^{-1} W`` and
         ``C = (I + W^T V)^{-1}``."""
-        ups, w = state.diag_precision, state.low_rank
-        v = w / ups[:, None]
-        inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v
+        ups = state.diag_precision
+        v, inner = _woodbury_factors(ups, state.low_rank)
         return 1.0 / ups - jnp.sum(v * jnp.linalg.solve(inner, v.T).T, axis=1)
 
     def covariance(self, state: DLRState) -> jax.Array:
@@ -1096,9 +1095,8 @@ class DiagonalLowRank:
         """``J Sigma J^T`` for Jacobians ``jac`` (B, C, P) without forming ``Sigma``: LO-FI
         Eq. 61, ``J Upsilon^{-1} J^T - (J V) (I + W^T V)^{-1} (J V)^T`` with
         ``V = Upsilon^{-1} W``, in ``O(B C (C + R) P)``."""
-        ups, w = state.diag_precision, state.low_rank
-        v = w / ups[:, None]
-        inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v
+        ups = state.diag_precision
+        v, inner = _woodbury_factors(ups, state.low_rank)
         b, c, p = jac.shape
         jv = (jac.reshape(b * c, p) @ v).reshape(b, c, -1)
         correction = jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
@@ -1149,11 +1147,17 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
     return weighted, gram, extended_dot
 
 
+def _woodbury_factors(ups: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``V = Upsilon^{-1} W`` and ``I + W^T V``, the pieces of Woodbury's identity
+    ``(Upsilon + W W^T)^{-1} = Upsilon^{-1} - V (I + W^T V)^{-1} V^T`` (Eq. 320)."""
+    v = w / ups[:, None]
+    return v, jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v
+
+
 def _dlr_solve(ups: jax.Array, w: jax.Array, rhs: jax.Array) -> jax.Array:
     """``(diag(ups) + w w^T)^{-1} rhs`` by Woodbury, ``O(K^2 P)``; ``rhs`` of shape (P, k)."""
     scaled = rhs / ups[:, None]
-    ups_inv_w = w / ups[:, None]
-    inner = jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ ups_inv_w
+    ups_inv_w, inner = _woodbury_factors(ups, w)
     return scaled - ups_inv_w @ jnp.linalg.solve(inner, w.T @ scaled)
 
 
@@ -1169,7 +1173,7 @@ def _dlr_diag_sandwich(ups: jax.Array, w: jax.Array, d: jax.Array) -> jax.Array:
     ``C = (I + W^T Upsilon^{-1} W)^{-1}`` (Eq. 320) and ``A = V C``:
     ``diag = d / Upsilon^2 - 2 (d / Upsilon) rowsum(A * V) + rowsum((A V^T D V) * A)``.
     """
-    v = w / ups[:, None]
-    c = jnp.linalg.inv(jnp.eye(w.shape[1], dtype=w.dtype) + w.T @ v)
+    v, inner = _woodbury_factors(ups, w)
+    c = jnp.linalg.inv(inner)
     a = v @ c
     return d / ups**2 - 2 * (d / ups) * jnp.sum(a * v, axis=1) + jnp.sum((a @ (v.T @ (d[:, None] * v))) * a, axis=1)

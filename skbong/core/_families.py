@@ -510,6 +510,13 @@ def _lower_inverse(chol: jax.Array) -> jax.Array:
     return solve_triangular(chol, jnp.eye(chol.shape[0], dtype=chol.dtype), lower=True)
 
 
+def _layer_noise(key, n_samples: int, layer, dtype) -> jax.Array:
+    """``n_samples`` standard normal draws of a dense layer's bias and kernel as one block
+    ``(n_samples, n_in + 1, n_out)``, the layout of :func:`layer_block`."""
+    shape = (layer.n_in + 1, layer.n_out)
+    return standard_normal(key, (n_samples, shape[0] * shape[1]), dtype).reshape((n_samples,) + shape)
+
+
 def _diag_pre_activation_draws(mean, var, key, n_samples: int, x: jax.Array, network: DenseNetwork):
     """Under ``N(mean, diag(var))``, the first layer's pre-activation ``z = x~ [b; W]``
     (``x~ = (1, x)``) has independent units, Gaussian with mean ``x~ [mu_b; mu_W]`` and
@@ -527,8 +534,7 @@ def _diag_pre_activation_draws(mean, var, key, n_samples: int, x: jax.Array, net
     z = z_mean + z_scale * standard_normal(keys[0], (n_samples, first.n_out), dtype)
     weights = []
     for layer, layer_key in zip(rest, keys[1:]):
-        shape = (layer.n_in + 1, layer.n_out)
-        noise = standard_normal(layer_key, (n_samples, shape[0] * shape[1]), dtype).reshape((n_samples,) + shape)
+        noise = _layer_noise(layer_key, n_samples, layer, dtype)
         block = layer_block(mean, layer) + jnp.sqrt(layer_block(var, layer)) * noise
         weights.append((block[:, 1:], block[:, 0]))
     return z, weights
@@ -575,9 +581,7 @@ def _dlr_pre_activation_draws(state: DLRState, key, n_samples: int, x: jax.Array
 
     noises = []
     for layer, ups, w, layer_key in zip(rest, ups_blocks[1:], w_blocks[1:], keys[2:]):
-        shape = (layer.n_in + 1, layer.n_out)
-        noise = standard_normal(layer_key, (n_samples, shape[0] * shape[1]), dtype).reshape((n_samples,) + shape)
-        noise = noise * jax.lax.rsqrt(ups)  # Upsilon^{-1/2} e
+        noise = _layer_noise(layer_key, n_samples, layer, dtype) * jax.lax.rsqrt(ups)  # Upsilon^{-1/2} e
         a = a + jnp.einsum("mio,ior->mr", noise, w)  # A^T e = W^T Upsilon^{-1/2} e
         noises.append(noise)
     c = ((a @ v) * phi) @ v.T

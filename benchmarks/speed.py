@@ -159,8 +159,9 @@ def draw_probe(n_samples: int, n_numbers: int, n_steps: int):
 def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float) -> str:
     """What the bound rates say about a cell: the share of MC-EF's step that drawing its
     normal numbers alone takes (and, for DIAG and DLR, the LIN-HESS step at the same ``P``,
-    which takes the same update), DLR LIN-HESS's time over its FLOPs at the tall
-    Gram's rate, and FC LIN-HESS's time over its FLOPs at the matmul rate (its deferred
+    which takes the same update), DLR's time over LIN-HESS's FLOPs at the tall Gram's
+    rate (for MC-EF, whose counted FLOPs include the draws' integer hashing, those of the
+    LIN-HESS step at the same ``P``), and FC LIN-HESS's time over its FLOPs at the matmul rate (its deferred
     downdates read ``Sigma`` about once a step and write it once a block, so the floor's
     read-and-write of the belief overstates its traffic)."""
     if cell["family"] == "fc" and cell["hessian"] == "lin_hess":
@@ -170,6 +171,9 @@ def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float
         if cell["family"] in ("diag", "dlr"):
             same = [c for c in cells if (c["P"], c["family"], c["hessian"]) == (cell["P"], cell["family"], "lin_hess")]
             note += f"; LIN-HESS step {same[0]['ms']:.3f} ms" if same else ""
+            if same and cell["family"] == "dlr":
+                # The same update as LIN-HESS's, whose FLOPs count no integer hashing.
+                note += f"; {cell['ms'] / (1e3 * same[0]['flops'] / tall_rate):.1f}x LIN-HESS's FLOPs at the tall Gram's rate"
         return note
     if cell["family"] == "dlr":
         return f"{cell['ms'] / (1e3 * cell['flops'] / tall_rate):.1f}x at the tall Gram's rate"
@@ -383,11 +387,11 @@ def main():
             "layer's pre-activation in place of its weights (`MonteCarloEF`'s local draws, the same law "
             "of the gradients), M x (P - 784 h) numbers a step (DLR: M x 10 more), and their step then "
             "takes the same update as LIN-HESS on the same family, whose time at the same P the column "
-            "also gives. For DLR-10 LIN-HESS it gives the time over its "
+            "also gives. For DLR-10 it gives the time over the LIN-HESS step's "
             "FLOPs at the rate of the Gram matrix of a tall 2^19 x 20 matrix (the shape of DLR-10's "
             f"P x (R + K) factor), measured as the matmul: {tall_rate / 1e9:.1f} GFLOP/s, "
-            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate. XLA also counts the "
-            "draws' integer hashing as FLOPs. For FC LIN-HESS the column "
+            f"{100 * tall_rate / flop_rate:.0f}% of the square matmul's rate (MC-EF takes the same "
+            "update, and XLA also counts its draws' integer hashing as FLOPs). For FC LIN-HESS the column "
             "gives the time over its FLOPs alone: from P = 2048 its steps defer their covariance "
             "downdates (`FullCovariance.deferred_columns`), so they read the P x P covariance about once "
             "a step and write it once per block of about 25 steps, less traffic than the floor's "

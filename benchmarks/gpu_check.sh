@@ -81,7 +81,7 @@ speed_args=${SPEED_ARGS---widths 13,40,503 --skip-mnist}
 if [ "$quick" = 1 ]; then
     tests=(tests/test_devices.py tests/core/test_families.py)
 else
-    read -r -a tests <<<"${TESTS:-tests}"
+    read -r -d "" -a tests <<<"${TESTS:-tests}"  # one per word or per line
 fi
 suite_xla_flags=${XLA_FLAGS:-}
 if [ "${SUITE_AUTOTUNE:-0}" != 1 ] && XLA_FLAGS="--xla_gpu_autotune_level=0 $suite_xla_flags" \

@@ -188,9 +188,11 @@ def main(random_state: int = 0, checkpoints=(100, 500, None)) -> dict:
                 title = f"{name} ({row['setting']})"
                 print(f"   {title:38s} {seen:9d} {row['accuracy']:9.3f} {row['log_loss']:9.3f}")
         if setting[1] == "auto":
-            weights = ", ".join(f"{g:g}: {w:.2f}" for g, w in zip(model.sigma0_grid_, model.sigma0_weights_) if w >= 0.005)
+            weights = ", ".join(
+                f"sigma0={g:g}: {w:.2f}" for g, w in zip(model.sigma0_grid_, model.sigma0_weights_) if w >= 0.005
+            )
             report["auto"] = {"rows": report["rows"][-len(stops):], "weights": weights}
-            print(f"   {'':38s} (sigma0 weights after the stream: {weights})")
+            print(f"   {'':38s} (weights of its prior scales after the stream: {weights})")
             continue
         report["seconds"][name], report["compile_seconds"][name] = seconds, compiling
         fitted[name] = model

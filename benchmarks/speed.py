@@ -156,14 +156,15 @@ def draw_probe(n_samples: int, n_numbers: int, n_steps: int):
     return jax.jit(lambda key: jax.lax.scan(one_step, jnp.float32(0), jax.random.split(key, n_steps))[0])
 
 
-def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float) -> str:
+def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float, bandwidth: float) -> str:
     """What the bound rates say about a cell: the share of MC-EF's step that drawing its
     normal numbers alone takes (and, for DIAG and DLR, the LIN-HESS step at the same ``P``,
     which takes the same update), DLR's time over LIN-HESS's FLOPs at the tall Gram's
     rate (for MC-EF, whose counted FLOPs include the draws' integer hashing, those of the
-    LIN-HESS step at the same ``P``), and FC LIN-HESS's time over its FLOPs at the matmul rate (its deferred
-    downdates read ``Sigma`` about once a step and write it once a block, so the floor's
-    read-and-write of the belief overstates its traffic)."""
+    LIN-HESS step at the same ``P``), FC LIN-HESS's time over its FLOPs at the matmul rate
+    (its deferred downdates read ``Sigma`` about once a step and write it once a block, so
+    the floor's read-and-write of the belief overstates its traffic), and the rate at
+    which DIAG LIN-HESS reads and writes its belief."""
     if cell["family"] == "fc" and cell["hessian"] == "lin_hess":
         return f"{cell['ms'] / (1e3 * cell['flops'] / flop_rate):.1f}x its FLOPs at the matmul rate"
     if cell["hessian"] == "mc_ef":
@@ -177,6 +178,9 @@ def bound_note(cell: dict, cells: list[dict], tall_rate: float, flop_rate: float
         return note
     if cell["family"] == "dlr":
         return f"{cell['ms'] / (1e3 * cell['flops'] / tall_rate):.1f}x at the tall Gram's rate"
+    if cell["family"] == "diag":
+        rate = cell["state_bytes"] / (1e-3 * cell["ms"])
+        return f"belief traffic {rate / 1e9:.1f} GB/s ({100 * rate / bandwidth:.0f}% of the bandwidth)"
     return ""
 
 
@@ -346,7 +350,7 @@ def main():
                 cell["P"], cell["family"], cell["hessian"], f"{cell['ms']:.3f}",
                 "{:.3f}-{:.3f}".format(*cell["ms_range"]), f"{cell['compile_s']:.2f}",
                 f"{cell['flops'] / 1e6:.1f}", f"{cell['bytes'] / 1e6:.1f}", f"{cell['floor_ms']:.3f}",
-                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, cells, tall_rate, flop_rate), target,
+                f"{cell['ms'] / cell['floor_ms']:.1f}", bound_note(cell, cells, tall_rate, flop_rate, bandwidth), target,
                 "" if cell["finite"] else "non-finite",
             ]
         )
@@ -395,7 +399,13 @@ def main():
             "gives the time over its FLOPs alone: from P = 2048 its steps defer their covariance "
             "downdates (`FullCovariance.deferred_columns`), so they read the P x P covariance about once "
             "a step and write it once per block of about 25 steps, less traffic than the floor's "
-            "read-and-write per step.",
+            "read-and-write per step. For DIAG LIN-HESS it gives the rate at which a step reads and "
+            "writes its belief (mean and variance, once each): far below the measured bandwidth, so "
+            "neither memory traffic nor FLOPs bound it but the per-element work of XLA's fused loops "
+            "and, at small P, the step's fixed cost. A microbenchmark of the update at P = 400k "
+            "(session of 2026-11-27) put about 0.2 ms of its 0.5 ms in reassembling the layers' "
+            "updates into the flat belief vector (`_flat_layout`); per-layer storage of the belief "
+            "would remove it.",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "
             "CPU, and hosts of this type differ: this project has seen both an AMD EPYC and an Intel Xeon, "
             "with float32 matmul rates about 3x apart. A ratio to a reference time is therefore fair only "

@@ -221,15 +221,16 @@ def main(random_state: int = 0, checkpoints=(100, 500, None)) -> dict:
         confidence, right = proba.max(1), classes[proba.argmax(1)] == y_test
         report["calibration_error"][name] = expected_calibration_error(y_test, proba, classes)
         band_of = np.digitize(confidence, BANDS[1:-1])  # band i: BANDS[i] <= p < BANDS[i + 1]
-        report["bands"][name] = [
-            {
+        report["bands"][name] = []
+        for i, (low, high) in enumerate(zip(BANDS[:-1], BANDS[1:])):
+            inside = band_of == i
+            n = int(inside.sum())
+            report["bands"][name].append({
                 "band": (low, high),
-                "digits": int(np.sum(band_of == i)),
-                "probability": float(confidence[band_of == i].mean()) if np.any(band_of == i) else float("nan"),
-                "right": float(right[band_of == i].mean()) if np.any(band_of == i) else float("nan"),
-            }
-            for i, (low, high) in enumerate(zip(BANDS[:-1], BANDS[1:]))
-        ]
+                "digits": n,
+                "probability": float(confidence[inside].mean()) if n else float("nan"),
+                "right": float(right[inside].mean()) if n else float("nan"),
+            })
     for i, (low, high) in enumerate(zip(BANDS[:-1], BANDS[1:])):
         cells = ""
         for band in (report["bands"][name][i] for name in final_proba):

@@ -275,10 +275,12 @@ def main():
     for key in keys:
         cell = cells[key]
         if cell["status"] == "ok":
+            spread = f"{min(cell['accuracies']):.3f}-{max(cell['accuracies']):.3f}"
+            warned = f"{cell['n_warned']}/{args.seeds}" if cell["n_warned"] else ""
             rows.append([*key, f"{cell['sigma0']:g}", f"{cell['learning_rate']:.3g}", f"{cell['accuracy']:.3f}",
-                         f"{min(cell['accuracies']):.3f}-{max(cell['accuracies']):.3f}", f"{cell['log_loss']:.3f}", f"{cell['validation_loss']:.3f} ({cell['validation_rank']})",
-                         f"{cell['n_warned']}/{args.seeds}" if cell["n_warned"] else "", f"{cell['tune_s']:.0f} ({cell['n_members']})",
-                         f"{cell['fit_s']:.1f}"])
+                         spread, f"{cell['log_loss']:.3f}",
+                         f"{cell['validation_loss']:.3f} ({cell['validation_rank']})", warned,
+                         f"{cell['tune_s']:.0f} ({cell['n_members']})", f"{cell['fit_s']:.1f}"])
         else:
             if cell["status"] == "undefined":
                 reasons[key] = cell["reason"]

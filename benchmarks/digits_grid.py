@@ -124,9 +124,10 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
 
     Every pair of :func:`candidate_pairs`, from every seed, is one member of a single
     :func:`skbong.core.run_sweep` over the first ``N_LEARN + N_VAL`` training rows, from the
-    initial weights and Monte-Carlo key the estimator draws with that ``random_state``. A member scores the plug-in log-loss of the last ``N_VAL`` rows,
-    each predicted before it was learned, or infinity if its posterior broke down; a pair
-    scores the mean over its seeds (infinity if any seed broke down).
+    initial weights and Monte-Carlo key the estimator draws with that ``random_state``. A
+    member scores the plug-in log-loss of the last ``N_VAL`` rows, each predicted before it
+    was learned, or infinity if its posterior broke down; a pair scores the mean over its
+    seeds (infinity if any seed broke down).
     """
     pairs = candidate_pairs(algorithm, family, protocol["sigma0s"])
     n_seeds = protocol["n_seeds"]
@@ -161,10 +162,10 @@ def run_cell(algorithm, hessian, family, data, hidden, protocol):
         return {"status": "undefined", "reason": reason}
     X_train, X_test, y_train, y_test = data
     pairs, losses, tune_s = tune(algorithm, hessian, family, hidden, X_train, y_train, protocol)
+    n_members = len(pairs) * protocol["n_seeds"]
     n_finite = int(np.isfinite(losses).sum())
     if n_finite == 0:
-        return {"status": "diverged at every sigma0 and learning rate", "tune_s": tune_s,
-                "n_members": len(pairs) * protocol["n_seeds"]}
+        return {"status": "diverged at every sigma0 and learning rate", "tune_s": tune_s, "n_members": n_members}
     # A pair whose final fit raises for any seed gives way to the next best.
     for rank, (sigma0, lr) in enumerate(pairs[: min(N_FALLBACK, n_finite)]):
         accuracies, log_losses, fit_seconds, n_warned = [], [], [], 0
@@ -193,10 +194,10 @@ def run_cell(algorithm, hessian, family, data, hidden, protocol):
             "fit_s": float(np.mean(fit_seconds)),
             "tune_s": tune_s,
             "n_warned": n_warned,
-            "n_members": len(pairs) * protocol["n_seeds"],
+            "n_members": n_members,
         }
     return {"status": f"final fit diverged at the {min(N_FALLBACK, n_finite)} best pairs", "tune_s": tune_s,
-            "n_members": len(pairs) * protocol["n_seeds"]}
+            "n_members": n_members}
 
 
 def _run_and_print(algorithm, hessian, family, data, hidden, protocol):

@@ -16,7 +16,7 @@ hence tanh units and several seeds. Cells the
 registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
     python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3]
-        [--mc-samples 100] [--seeds 3] [--activation relu] [--name NAME]
+        [--mc-samples 100] [--seeds 3] [--activation relu] [--refine] [--name NAME]
 """
 
 from __future__ import annotations
@@ -77,8 +77,9 @@ N_LEARN, N_VAL = 500, 250
 ACTIVATION = "tanh"
 #: Seeds (``random_state`` of the estimator: its initial weights and Monte-Carlo key).
 N_SEEDS = 3
-#: Pairs tried, best validation loss first, when a final fit raises.
-N_FALLBACK = 3
+#: Pairs tried, best validation loss first, when a final fit raises. With ``--refine`` the
+#: best pairs are neighbours of one another and tend to fail together (3 were not enough).
+N_FALLBACK = 12
 
 
 def _data():
@@ -119,17 +120,33 @@ def _estimator_seed(random_state):
     return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
-def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
-    """``(pairs, validation losses, seconds)`` of one cell, best pair first.
+#: Factors of the refinement around the best coarse pair (``--refine``): a quarter of a
+#: decade each side in sigma0 and in the step (the coarse grids step by about half a
+#: decade), a coarse-to-fine stand-in for the seeds' Bayesian optimisation of the learning
+#: rate and sigma0 on validation NLL (BONG Sec. 5).
+REFINE = (10**-0.25, 1.0, 10**0.25)
 
-    Every pair of :func:`candidate_pairs`, from every seed, is one member of a single
-    :func:`skbong.core.run_sweep` over the first ``N_LEARN + N_VAL`` training rows, from the
-    initial weights and Monte-Carlo key the estimator draws with that ``random_state``. A
-    member scores the plug-in log-loss of the last ``N_VAL`` rows, each predicted before it
-    was learned, or infinity if its posterior broke down; a pair scores the mean over its
-    seeds (infinity if any seed broke down).
-    """
-    pairs = candidate_pairs(algorithm, family, protocol["sigma0s"])
+
+def refined_pairs(algorithm, family, best, tried):
+    """The pairs around ``best`` (``(sigma0, learning_rate)``) on the grid of
+    :data:`REFINE` in sigma0 and in the step (see :data:`STEPS`), less those in ``tried``.
+    BONG keeps its unit step; BLR's step stays at most 1 (its coarse grid's largest)."""
+    sigma0, rate = best
+    natural = algorithm in ("bog", "bbb") and family in NATURAL
+    step = rate * sigma0**4 if natural else rate
+    steps = (1.0,) if algorithm == "bong" else tuple(step * f for f in REFINE)
+    if algorithm == "blr":
+        steps = tuple(sorted({min(s, 1.0) for s in steps}))
+    pairs = []
+    for s0, st in itertools.product((sigma0 * f for f in REFINE), steps):
+        pair = (float(np.float32(s0)), float(np.float32(st / s0**4 if natural else st)))
+        if not any(np.isclose(pair, t).all() for t in tried) and pair not in pairs:
+            pairs.append(pair)
+    return pairs
+
+
+def validation_losses(pairs, algorithm, hessian, family, hidden, X_train, y_train, protocol):
+    """Mean validation log-loss over the seeds of each pair (see :func:`tune`)."""
     n_seeds = protocol["n_seeds"]
     sigma0 = np.repeat(np.array([s for s, _ in pairs], np.float32), n_seeds)
     rate = np.repeat(np.array([lr for _, lr in pairs], np.float32), n_seeds)
@@ -147,11 +164,32 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
     states = init_sweep(config.family, np.tile(mean0, (len(pairs), 1)), sigma0)
     keys = jax.numpy.tile(jax.numpy.stack([jax.random.PRNGKey(seed) for seed in seeds]), (len(pairs), 1))
     hypers = Hyperparameters(1.0, 1.0, 0.0, rate)
-    start = time.perf_counter()
     states, log_prob, _ = run_sweep(config, states, X, Y, hypers, 1, keys, 0, PluginPredictive())
     losses = -np.asarray(log_prob, np.float64)[:, N_LEARN:].mean(axis=1)
     valid = np.asarray(jax.vmap(config.family.is_valid)(states))
-    losses = np.where(valid & np.isfinite(losses), losses, np.inf).reshape(len(pairs), n_seeds).mean(axis=1)
+    return np.where(valid & np.isfinite(losses), losses, np.inf).reshape(len(pairs), n_seeds).mean(axis=1)
+
+
+def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
+    """``(pairs, validation losses, seconds)`` of one cell, best pair first.
+
+    Every pair of :func:`candidate_pairs`, from every seed, is one member of a single
+    :func:`skbong.core.run_sweep` over the first ``N_LEARN + N_VAL`` training rows, from the
+    initial weights and Monte-Carlo key the estimator draws with that ``random_state``. A
+    member scores the plug-in log-loss of the last ``N_VAL`` rows, each predicted before it
+    was learned, or infinity if its posterior broke down; a pair scores the mean over its
+    seeds (infinity if any seed broke down). With ``protocol["refine"]`` a second sweep
+    scores the :func:`refined_pairs` around the best, and both sweeps' pairs are ranked
+    together.
+    """
+    start = time.perf_counter()
+    pairs = candidate_pairs(algorithm, family, protocol["sigma0s"])
+    args = (algorithm, hessian, family, hidden, X_train, y_train, protocol)
+    losses = validation_losses(pairs, *args)
+    if protocol["refine"] and np.isfinite(losses).any():
+        extra = refined_pairs(algorithm, family, pairs[int(np.argmin(losses))], pairs)
+        if extra:
+            pairs, losses = pairs + extra, np.concatenate([losses, validation_losses(extra, *args)])
     order = np.argsort(losses, kind="stable")
     return [pairs[i] for i in order], losses[order], time.perf_counter() - start
 
@@ -162,7 +200,7 @@ def run_cell(algorithm, hessian, family, data, hidden, protocol):
         return {"status": "undefined", "reason": reason}
     X_train, X_test, y_train, y_test = data
     pairs, losses, tune_s = tune(algorithm, hessian, family, hidden, X_train, y_train, protocol)
-    n_members = len(pairs) * protocol["n_seeds"]
+    n_members = len(pairs) * protocol["n_seeds"]  # with --refine, both sweeps' members
     n_finite = int(np.isfinite(losses).sum())
     if n_finite == 0:
         return {"status": "diverged at every sigma0 and learning rate", "tune_s": tune_s, "n_members": n_members}
@@ -248,12 +286,13 @@ def main():
     parser.add_argument("--mc-samples", type=int, default=10, help="Monte-Carlo draws per step (the seeds use 100)")
     parser.add_argument("--activation", default=ACTIVATION, help="hidden activation (relu: the grid before 2026-11-27)")
     parser.add_argument("--seeds", type=int, default=N_SEEDS, help="initial weights (random_state 0, 1, ...)")
+    parser.add_argument("--refine", action="store_true", help="a second sweep around each cell's best pair")
     parser.add_argument("--name", default="digits_grid", help="results/NAME.{md,png,json}")
     args = parser.parse_args()
     n_inner = {**N_INNER, **{a: int(n) for a, n in (item.split("=") for item in args.inner.split(",") if item)}}
     sigma0s = tuple(float(s) for s in args.sigma0s.split(",")) if args.sigma0s else SIGMA0S
     protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "n_mc_samples": args.mc_samples,
-                "n_seeds": args.seeds, "activation": args.activation}
+                "n_seeds": args.seeds, "activation": args.activation, "refine": args.refine}
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
     data = _data()
     X_train, X_test, y_train, y_test = data
@@ -312,7 +351,11 @@ def main():
         "them, each predicted before it was learned (the test rows are never used to choose). "
         f"Pairs: sigma0 in {sigma0s} x step in {STEPS}; for BOG and "
         "BBB on natural coordinates (fc, diag) the learning rate is step / sigma0^4, so that the mean moves by "
-        "about step x gradient on every family (Eqs. 137-139, 220-222 against 175, 307). The cell then "
+        "about step x gradient on every family (Eqs. 137-139, 220-222 against 175, 307). "
+        + ("A second sweep then scores the pairs a quarter of a decade around the best (sigma0 and step "
+           "times 10^-0.25, 1, 10^0.25; BONG's step stays 1 and BLR's at most 1), and the pairs of both sweeps "
+           "are ranked together. " if args.refine else "")
+        + "The cell then "
         "makes one pass over all training rows from each seed, in the same order (`shuffle=False`), with "
         "`BONGClassifier` at that pair; accuracy and log-loss are the means over the seeds. If a seed's fit "
         f"raises, the next best pair is tried (up to {N_FALLBACK}; the rank is in brackets after the validation "

@@ -410,8 +410,7 @@ def main():
             "block for its second reader), so the padded sum stays. `belief_layout.md` times the same "
             "update on a belief stored as one array per layer, which no reassembly touches: 3.9-5.5x "
             "faster, 1.3-2.2x the time to read and write the belief once, so the flat vector, not the "
-            "arithmetic, "
-            "bounds the DIAG step (the DLR-10 step gains nothing from that layout).",
+            "arithmetic, bounds the DIAG step (the DLR-10 step gains nothing from that layout).",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "
             "CPU, and hosts of this type differ: this project has seen both an AMD EPYC and an Intel Xeon, "
             "with float32 matmul rates about 3x apart. A ratio to a reference time is therefore fair only "

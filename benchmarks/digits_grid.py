@@ -104,11 +104,17 @@ def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, protocol,
     )
 
 
+def _steps_scale_with_sigma0(algorithm, family):
+    """Whether the cell's learning rate is ``step / sigma0^4`` (see :data:`STEPS`)."""
+    return algorithm in ("bog", "bbb") and family in NATURAL
+
+
 def candidate_pairs(algorithm, family, sigma0s=SIGMA0S):
     """Every ``(sigma0, learning_rate)`` of the validation search of one cell."""
     pairs = []
+    scaled = _steps_scale_with_sigma0(algorithm, family)
     for sigma0, step in itertools.product(sigma0s, STEPS[algorithm]):
-        rate = step / sigma0**4 if algorithm in ("bog", "bbb") and family in NATURAL else step
+        rate = step / sigma0**4 if scaled else step
         if not (algorithm == "blr" and family == "dlr" and rate > 1):  # BONG Eq. 294 needs alpha <= 1
             pairs.append((sigma0, rate))
     return pairs
@@ -132,14 +138,14 @@ def refined_pairs(algorithm, family, best, tried):
     :data:`REFINE` in sigma0 and in the step (see :data:`STEPS`), less those in ``tried``.
     BONG keeps its unit step; BLR's step stays at most 1 (its coarse grid's largest)."""
     sigma0, rate = best
-    natural = algorithm in ("bog", "bbb") and family in NATURAL
-    step = rate * sigma0**4 if natural else rate
+    scaled = _steps_scale_with_sigma0(algorithm, family)
+    step = rate * sigma0**4 if scaled else rate
     steps = (1.0,) if algorithm == "bong" else tuple(step * f for f in REFINE)
     if algorithm == "blr":
         steps = tuple(sorted({min(s, 1.0) for s in steps}))
     pairs = []
     for s0, st in itertools.product((sigma0 * f for f in REFINE), steps):
-        pair = (float(np.float32(s0)), float(np.float32(st / s0**4 if natural else st)))
+        pair = (float(np.float32(s0)), float(np.float32(st / s0**4 if scaled else st)))
         if not any(np.isclose(pair, t).all() for t in tried) and pair not in pairs:
             pairs.append(pair)
     return pairs

@@ -410,7 +410,12 @@ def main():
             "block for its second reader), so the padded sum stays. `belief_layout.md` times the same "
             "update on a belief stored as one array per layer, which no reassembly touches: 3.9-5.5x "
             "faster, 1.3-2.2x the time to read and write the belief once, so the flat vector, not the "
-            "arithmetic, bounds the DIAG step (the DLR-10 step gains nothing from that layout).",
+            "arithmetic, bounds the DIAG step (the DLR-10 step gains nothing from that layout). "
+            "`flat_loops.md` says why: on this host XLA's loop that writes a flat vector from per-layer "
+            "pieces (a padded sum, a concatenation or `dynamic_update_slice`) runs at 10-19x the time of "
+            "the same update on the layers' 2-D blocks, and any loop over a flat vector of odd length "
+            "runs at 4-6x that of even length from P = 100k (its halves' vector loads and stores are "
+            "masked). The largest MLP here has P = 399,895, an odd length.",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "
             "CPU, and hosts of this type differ: this project has seen both an AMD EPYC and an Intel Xeon, "
             "with float32 matmul rates about 3x apart. A ratio to a reference time is therefore fair only "

@@ -69,13 +69,7 @@ class DenseNetwork:
         """Outputs ``(B, C)`` of the rows ``x`` with ``taps[l]`` ``(B, n_out)`` added to
         layer ``l``'s pre-activation, and each layer's inputs ``(B, n_in)``. The outputs'
         cotangents pulled back to the taps are the layers' sensitivities ``d f / d z``."""
-        weights = [
-            (
-                theta[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out),
-                theta[layer.bias : layer.bias + layer.n_out],
-            )
-            for layer in self.layers
-        ]
+        weights = [layer_weights(theta, layer) for layer in self.layers]
         h = x.astype(theta.dtype)
         kernel, bias = weights[0]
         f, inputs = self.forward_from(h @ kernel + bias + taps[0], weights[1:], taps[1:])
@@ -133,11 +127,87 @@ class DenseFactors:
     network: DenseNetwork
 
 
-def layer_block(flat: jax.Array, layer) -> jax.Array:
+@partial(jax.tree_util.register_dataclass, data_fields=["blocks"], meta_fields=["offsets"])
+@dataclass(frozen=True)
+class LayeredVector:
+    """A vector over a :class:`DenseNetwork`'s ``P`` parameters stored as its layers'
+    ``(n_in + 1, n_out)`` blocks (:func:`layer_block`, the bias the first row), in the order
+    of their offsets ``offsets`` in the flat vector, which they tile.
+
+    The diagonal families' Kalman step on a dense network updates each layer's block of
+    the mean and variances from a few small factors. On the flat vector, XLA's CPU loops
+    that write one vector from the layers' pieces take 10-19x the time of the update on
+    the blocks (``benchmarks/results/flat_loops.md``); the filter therefore carries such a
+    belief per layer through its scan (see ``_layered_network`` in ``_filter``).
+    """
+
+    blocks: tuple
+    offsets: tuple
+
+    @classmethod
+    def of(cls, flat: jax.Array, network: "DenseNetwork") -> "LayeredVector":
+        """The blocks of the flat vector ``flat`` ``(P,)``."""
+        layers = sorted(network.layers, key=lambda layer: layer.bias)
+        return cls(tuple(layer_block(flat, layer) for layer in layers), tuple(layer.bias for layer in layers))
+
+    @property
+    def dtype(self):
+        return self.blocks[0].dtype
+
+    @property
+    def size(self) -> int:
+        return sum(block.size for block in self.blocks)
+
+    def flat(self) -> jax.Array:
+        """The flat vector ``(P,)``."""
+        return jnp.concatenate([block.ravel() for block in self.blocks])
+
+    def block(self, offset: int) -> jax.Array:
+        """The block that starts at ``offset`` in the flat vector."""
+        return self.blocks[self.offsets.index(offset)]
+
+    def piece(self, start: int, stop: int) -> jax.Array:
+        """Entries ``start:stop`` of the flat vector, which must be whole rows of one block
+        (a layer's bias, its kernel): a slice of that block, no concatenation."""
+        for offset, block in zip(self.offsets, self.blocks):
+            width = block.shape[1]
+            if offset <= start and stop <= offset + block.size:
+                if (start - offset) % width or (stop - offset) % width:
+                    break
+                return block[(start - offset) // width : (stop - offset) // width].reshape(-1)
+        raise ValueError(f"entries {start}:{stop} are not whole rows of one layer's block")
+
+
+def n_params(theta) -> int:
+    """``P`` of a flat parameter vector or of a :class:`LayeredVector`."""
+    return theta.size if isinstance(theta, LayeredVector) else theta.shape[0]
+
+
+def flat_rows(v) -> jax.Array:
+    """``v`` as flat arrays: a :class:`LayeredVector` whose blocks have leading axes
+    ``(..., n_in + 1, n_out)`` becomes ``(..., P)``; an array is returned as it is."""
+    if not isinstance(v, LayeredVector):
+        return v
+    return jnp.concatenate([block.reshape(block.shape[:-2] + (-1,)) for block in v.blocks], axis=-1)
+
+
+def layer_block(flat, layer) -> jax.Array:
     """A :class:`DenseLayer`'s bias and kernel in ``flat`` (first axis over the ``P``
-    parameters) as one ``(n_in + 1, n_out, ...)`` block, the bias its first row."""
+    parameters, or a :class:`LayeredVector`) as one ``(n_in + 1, n_out, ...)`` block, the
+    bias its first row."""
+    if isinstance(flat, LayeredVector):
+        return flat.block(layer.bias)
     block = flat[layer.bias : layer.bias + (layer.n_in + 1) * layer.n_out]
     return block.reshape((layer.n_in + 1, layer.n_out) + flat.shape[1:])
+
+
+def layer_weights(theta, layer) -> tuple[jax.Array, jax.Array]:
+    """A :class:`DenseLayer`'s ``(kernel, bias)`` in the parameter vector ``theta``."""
+    if isinstance(theta, LayeredVector):
+        block = theta.block(layer.bias)
+        return block[1:], block[0]
+    kernel = theta[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
+    return kernel, theta[layer.bias : layer.bias + layer.n_out]
 
 
 def with_bias_input(h: jax.Array) -> jax.Array:
@@ -267,9 +337,10 @@ class LinearizedHessian:
         coords = jnp.where(root_weight[:, None] > 0, coords * root_weight[:, None], 0.0)
         network = getattr(apply_fn, "dense_network", None)
         factors = None
-        if network is not None and network.covers(state.mean.shape[0], x):
+        if network is not None and network.covers(n_params(state.mean), x):
             factors = _dense_factors(network, state.mean, x, cotangents.reshape(b * k, b, c))
-        return LowRankCurvature(grad, root.T, coords.reshape(b * k), factors)
+        # On a LayeredVector belief only the factors are read; XLA drops the flat root.
+        return LowRankCurvature(flat_rows(grad), flat_rows(root).T, coords.reshape(b * k), factors)
 
 
 def _dense_factors(network: DenseNetwork, theta, x, cotangents) -> DenseFactors:
@@ -337,7 +408,7 @@ class MonteCarloEF:
         # Column (m, b) of the root is sqrt(w_b / M) g_mb, with coordinate sqrt(w_b / M).
         root_weight = jnp.tile(jnp.sqrt(weight / self.n_samples), self.n_samples).astype(state.mean.dtype)
         network = getattr(apply_fn, "dense_network", None)
-        covered = network is not None and network.covers(state.mean.shape[0], x)
+        covered = network is not None and network.covers(n_params(state.mean), x)
         draws = None
         if covered and x.shape[0] == 1:
             draws = family.sample_pre_activation(state, key, self.n_samples, x, network)

@@ -50,6 +50,7 @@ from ._curvature import (
     Curvature,
     DenseFactors,
     DenseNetwork,
+    LayeredVector,
     LowRankCurvature,
     factor_dot,
     layer_block,
@@ -174,8 +175,9 @@ def _diag_valid(state: DiagState) -> jax.Array:
 
 
 def _diag_precision_quadratic(state: DiagState, v: jax.Array) -> jax.Array:
-    """``v^T Sigma^{-1} v`` in ``O(P)``."""
-    return jnp.sum(v * v / state.var)
+    """``v^T Sigma^{-1} v`` in ``O(P)`` (``v`` and the belief flat, or both per layer)."""
+    terms = jax.tree.map(lambda a, var: jnp.sum(a * a / var), v, state.var)
+    return sum(jax.tree.leaves(terms))
 
 
 def _full_sample(state: FullCovState, key: jax.Array, n_samples: int) -> jax.Array:
@@ -758,12 +760,19 @@ def _diag_kalman_dense_step(state: DiagState, factors: DenseFactors, coords, lr,
         else:
             diagonals.append((layer.bias, (h**2).T @ jnp.sum(d**2, axis=1)))
         moves.append((layer.bias, h.T @ direction))
-    # The update is taken on flat vectors (see _flat_layout).
-    mean = state.mean + state.var * _flat_layout(moves)
+    if isinstance(state.mean, LayeredVector):
+        # Per layer, on the blocks: no flat vector is written.
+        move, diagonal = dict(moves), dict(diagonals)
+        move = LayeredVector(tuple(move[offset] for offset in state.mean.offsets), state.mean.offsets)
+        diagonal = LayeredVector(tuple(diagonal[offset] for offset in state.mean.offsets), state.mean.offsets)
+    else:
+        # The update is taken on flat vectors (see _flat_layout).
+        move, diagonal = _flat_layout(moves), _flat_layout(diagonals)
+    mean = jax.tree.map(lambda m, var, step: m + var * step, state.mean, state.var, move)
     if moment:
-        return DiagState(mean, state.var - state.var**2 * _flat_layout(diagonals))
+        return DiagState(mean, jax.tree.map(lambda var, dg: var - var**2 * dg, state.var, diagonal))
     # 1 / (1 / var + d) with one division, not two.
-    return DiagState(mean, state.var / (1.0 + state.var * _flat_layout(diagonals)))
+    return DiagState(mean, jax.tree.map(lambda var, dg: var / (1.0 + var * dg), state.var, diagonal))
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import FilterConfig
-from ._curvature import LowRankCurvature
+from ._curvature import LayeredVector, LinearizedHessian, LowRankCurvature, MonteCarloEF, n_params
 from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
-from ._families import FullCovariance
+from ._families import Diagonal, DiagonalMoment, FullCovariance
+from ._predictive import PluginPredictive
 from ._rules import apply_rule
 
 __all__ = [
@@ -270,7 +271,8 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
     loop, 1.33x. DLR-10: 1.11x and 1.07x.) ``move_quadratic``, where the step gives it, is
     ``delta^T Sigma^{-1} delta``; else the family computes it (a pass over the low-rank
     factor for DLR)."""
-    delta = updated.mean - prior.mean
+    # The means are arrays, or per layer (LayeredVector) on a belief the scan carries so.
+    delta = jax.tree.map(jnp.subtract, updated.mean, prior.mean)
     if move_quadratic is None:
         move_quadratic = config.family.precision_quadratic(prior, delta)
     penalty = 0.5 * move_quadratic
@@ -284,19 +286,22 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
     def passes(step, mean):
         return step**2 * penalty + data_term(mean) <= at_prior  # False for a NaN objective
 
+    def along(step):
+        return jax.tree.map(lambda mean, move: mean + step * move, prior.mean, delta)
+
     def halve(carry):
         halvings, step, _ = carry
         step = 0.5 * step
-        return halvings + 1, step, passes(step, prior.mean + step * delta)
+        return halvings + 1, step, passes(step, along(step))
 
-    one = jnp.ones((), delta.dtype)
+    one = jnp.ones((), updated.mean.dtype)
     # The full step (no halving) is the update's own mean, bit for bit.
     start = (jnp.zeros((), jnp.int32), one, passes(one, updated.mean))
     halvings, step, passed = jax.lax.while_loop(
         lambda carry: (carry[0] < BACKTRACK_HALVINGS) & ~carry[2], halve, start
     )
-    moved = jnp.where(halvings == 0, updated.mean, prior.mean + step * delta)
-    return updated._replace(mean=jnp.where(passed, moved, prior.mean))
+    moved = jax.tree.map(lambda full, cut: jnp.where(halvings == 0, full, cut), updated.mean, along(step))
+    return updated._replace(mean=jax.tree.map(lambda new, old: jnp.where(passed, new, old), moved, prior.mean))
 
 
 def _scan_stream(
@@ -314,6 +319,9 @@ def _scan_stream(
     squared innovations (per output) and of the row weights (see :func:`run_filter`)."""
     family, dynamics = config.family, config.dynamics
     rows_per_step = xs.shape[1]
+    network = _layered_network(config, state, xs, record, static_belief)
+    if network is not None:
+        state = state._replace(mean=LayeredVector.of(state.mean, network), var=LayeredVector.of(state.var, network))
 
     def update(prior, x, y, m, key, step_hyper):
         return update_step(config, prior, x, y, m, step_hyper, key)
@@ -398,10 +406,48 @@ def _scan_stream(
         (state, _, noise), out = _deferred_scan(body, carry, (xs, ys, weights), n_steps, family, block_steps, width)
     else:
         (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
+    if network is not None:
+        state = state._replace(mean=state.mean.flat(), var=state.var.flat())
     valid = family.is_valid(state) if check_valid else None
     if dynamics.innovation_scale:
         noise = noise[0]
     return ((state, noise) if _carries_noise(dynamics) else state), out, valid
+
+
+def _layered_network(config: FilterConfig, state, xs, record, static_belief: bool):
+    """The dense network whose layers the scan carries a diagonal belief by (as
+    :class:`~skbong.core._curvature.LayeredVector` blocks), else None.
+
+    The diagonal Kalman step on a dense network (``_diag_kalman_dense_step``) computes each
+    layer's update from small factors; on the flat belief vector, writing those pieces
+    back into one vector took 10-19x the arithmetic on this project's CPU hosts
+    (``benchmarks/results/flat_loops.md``). Carried per layer, the belief is cut into
+    blocks once a call and joined once a call. Only where every reader of the belief in the
+    step reads it per layer: a BONG step (no KL term, one inner step) of ``diag`` or
+    ``diag_mom`` with the Kalman update, from LIN-HESS or (one row a step) MC-EF's local
+    draws, with no predict step, a plug-in record or none, and the network forward pass
+    (``apply``) of :class:`~skbong.core.ModuleSpec`, which reads a layer's bias and kernel
+    from its block (``apply.reads_layered_vector``). Everything else carries the flat
+    vector.
+    """
+    network = getattr(config.apply_fn, "dense_network", None)
+    if network is None or not getattr(config.apply_fn, "reads_layered_vector", False):
+        return None  # a network function of the user's own may carry a layout, and read only flat vectors
+    family, rule, dynamics = config.family, config.rule, config.dynamics
+    if not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman:
+        return None
+    if rule.geometry != "natural" or rule.with_kl or rule.n_inner_steps != 1:
+        return None
+    estimator = config.estimator
+    if not (isinstance(estimator, LinearizedHessian) or (isinstance(estimator, MonteCarloEF) and xs.shape[1] == 1)):
+        return None
+    if not static_belief or dynamics.innovation_scale or dynamics.adaptive_obs_noise:
+        return None
+    if record is not None and not isinstance(record, PluginPredictive):
+        return None
+    if state.mean.ndim != 1 or not network.covers(n_params(state.mean), xs[0]):
+        return None
+    return network
 
 
 def _innovation_scale(start, running, n_outputs: int):

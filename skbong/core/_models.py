@@ -14,7 +14,7 @@ import numpy as np
 from flax import nnx
 
 from ._activations import ACTIVATIONS
-from ._curvature import DenseLayer, DenseNetwork
+from ._curvature import DenseLayer, DenseNetwork, LayeredVector
 from ._filter import CPU_INIT_OPTIONS, jit_with_options
 
 __all__ = [
@@ -396,7 +396,9 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
     offsets = np.cumsum([0] + [int(np.prod(shape)) for shape in spec.shapes])
 
     def apply(params_flat: jax.Array, x: jax.Array) -> jax.Array:
-        if spec.split:
+        if isinstance(params_flat, LayeredVector):  # a dense network's belief kept per layer
+            flat_pieces = [params_flat.piece(start, stop) for start, stop in zip(offsets[:-1], offsets[1:])]
+        elif spec.split:
             flat_pieces = jnp.split(params_flat, offsets[1:-1])
         else:
             flat_pieces = [params_flat[start:stop] for start, stop in zip(offsets[:-1], offsets[1:])]
@@ -432,6 +434,7 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
     # An older pickle's spec has no field of its own: the class default (None) answers.
     if spec.dense is not None:
         apply.dense_network = spec.dense
+    apply.reads_layered_vector = True  # the filter may carry a belief per layer for it
     return apply
 
 

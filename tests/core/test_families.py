@@ -389,6 +389,96 @@ def test_factored_step_on_an_mlp_equals_the_root_step(family, likelihood, batch_
     assert np.max(np.abs(np.asarray(states["root"].mean) - np.asarray(mean0))) > 1e-2
 
 
+def test_layered_vector_holds_the_flat_vector_by_layer(x64):
+    """A :class:`LayeredVector` of a flat vector gives it back, its blocks are the layers'
+    ``[b; W]`` blocks, a layer's bias or kernel range is a slice of one block, and a range
+    that cuts through a block's rows is refused."""
+    from skbong.core._curvature import LayeredVector, flat_rows, layer_block, layer_weights
+
+    _, _, mean0 = _mlp_and_plain()
+    network = _mlp_and_plain()[0].dense_network
+    layered = LayeredVector.of(mean0, network)
+    np.testing.assert_array_equal(layered.flat(), mean0)
+    np.testing.assert_array_equal(flat_rows(layered), mean0)
+    assert layered.size == mean0.shape[0] and layered.dtype == mean0.dtype
+    for layer in network.layers:
+        np.testing.assert_array_equal(layer_block(layered, layer), layer_block(mean0, layer))
+        for got, expected in zip(layer_weights(layered, layer), layer_weights(mean0, layer)):
+            np.testing.assert_array_equal(got, expected)
+        kernel = slice(layer.kernel, layer.kernel + layer.n_in * layer.n_out)
+        np.testing.assert_array_equal(layered.piece(kernel.start, kernel.stop), mean0[kernel])
+    stacked = LayeredVector(tuple(jnp.stack([b, 2 * b]) for b in layered.blocks), layered.offsets)
+    np.testing.assert_array_equal(flat_rows(stacked), jnp.stack([mean0, 2 * mean0]))
+    first = network.layers[0]
+    with pytest.raises(ValueError, match="whole rows"):
+        layered.piece(first.kernel + 1, first.kernel + first.n_out + 1)
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom"])
+@pytest.mark.parametrize("hessian", ["lin_hess", "mc_ef"])
+@pytest.mark.parametrize("backtrack", [False, True])
+def test_scan_carries_a_dense_diagonal_belief_by_layer_and_takes_the_flat_steps(family, hessian, backtrack, x64):
+    """On a dense network the filter's scan carries a diagonal belief as per-layer blocks
+    (``_layered_network``); its beliefs and plug-in records are those of the same steps
+    taken one row at a time by ``update_step`` on the flat vectors, with the scan's keys
+    (``fold_in(key, t)``), with and without the line search (at sigma0 = 3 it cuts 1-4 of
+    the 12 moves of ``diag_mom`` and of MC-EF; none of ``diag`` LIN-HESS's)."""
+    from skbong.core._filter import _layered_network
+    from skbong.core._predictive import PluginPredictive
+
+    apply, _, mean0 = _mlp_and_plain()
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(12, 4)) * 2.0
+    Y = np.eye(3)[rng.integers(0, 3, 12)]
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    config = make_config(apply, "categorical", family, hessian=hessian, n_mc_samples=4, backtrack=backtrack)
+    state0 = config.family.init(mean0, jnp.asarray(3.0))
+    record = PluginPredictive()
+    assert _layered_network(config, state0, jnp.asarray(X)[:, None], record, True) is not None
+    key = jax.random.PRNGKey(5)
+    scanned, log_prob, _ = run_filter(config, state0, X, Y, hyper, key=key, record=record)
+
+    state, log_probs = state0, []
+    for t in range(X.shape[0]):
+        x, y = jnp.asarray(X[t : t + 1]), jnp.asarray(Y[t : t + 1])
+        log_probs.append(float(record(apply, config.likelihood, config.family, state, x, 1.0, None).log_prob(y)[0]))
+        state = update_step(config, state, x, y, jnp.ones(1), hyper, jax.random.fold_in(key, t))
+    np.testing.assert_allclose(scanned.mean, state.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(scanned.var, state.var, rtol=1e-10)
+    np.testing.assert_allclose(log_prob, log_probs, rtol=1e-10, atol=1e-12)
+    assert np.max(np.abs(np.asarray(state.mean) - np.asarray(mean0))) > 1e-2
+
+
+def test_scan_carries_flat_what_may_not_read_layers(x64):
+    """The scan carries a belief per layer only for the built-in network functions: not for
+    a function of the user's own that carries the same layout (it may read only flat
+    vectors), nor for a DLR belief, BLR's steps, or a linearised record."""
+    from skbong.core._filter import _layered_network
+    from skbong.core._predictive import LinearizedGaussian, PluginPredictive
+
+    apply, _, mean0 = _mlp_and_plain()
+
+    def own(theta, x):
+        return apply(theta, x)
+
+    own.dense_network = apply.dense_network
+    xs = jnp.zeros((2, 1, 4), mean0.dtype)
+    cases = [
+        (make_config(apply, "categorical", "diag"), PluginPredictive(), True),
+        (make_config(own, "categorical", "diag"), None, False),
+        (make_config(apply, "categorical", "dlr", rank=2), None, False),
+        (make_config(apply, "categorical", "diag", algorithm="blr"), None, False),
+        (make_config(apply, "gaussian", "diag_mom"), LinearizedGaussian(), False),
+    ]
+    for config, record, layered in cases:
+        state = config.family.init(mean0, jnp.asarray(0.5))
+        assert (_layered_network(config, state, xs, record, True) is not None) == layered
+    # The belief of a carried configuration leaves the scan flat, as it entered.
+    config = cases[0][0]
+    after = run_filter(config, config.family.init(mean0, jnp.asarray(0.5)), np.ones((3, 4)), np.eye(3), Hyperparameters(1.0, 1.0, 0.0))
+    assert after.mean.shape == mean0.shape and after.var.shape == mean0.shape
+
+
 def _belief(family, mean0, rng, first=None, spread=1.0):
     """A diagonal or DLR (rank 2) belief around ``mean0`` with random variances or
     precisions; ``spread`` scales the first layer's (``first``) variances up (for DLR its

@@ -1,15 +1,18 @@
 """What the flat parameter vector costs the BONG steps of DIAG and DLR: the belief stored as
 flat vectors (as skbong stores it) against one stored layer by layer.
 
-Every belief in skbong keeps its mean and its diagonal (and DLR its ``P x R`` factor ``W``)
-as flat arrays over the ``P`` parameters, in the layout of the network's parameter
-vector. On a dense network the steps' updates are per-layer products: the diagonal Kalman
-step (``_diag_kalman_dense_step``) moves each layer's ``(n_in + 1, n_out)`` block of the
-mean by ``var * (h (x) direction)`` and its variances by ``h^2 (x) d``; the DLR step
-(``_dlr_factored_products``) takes its Gram matrices and ``W~ M`` block by block. This
-times each step as skbong takes it, on the flat arrays, against the same arithmetic on a
-belief stored as one array per layer (prototypes here, not in the package), and checks
-that both give the same belief.
+Outside the filter's scan every belief in skbong keeps its mean and its diagonal (and DLR
+its ``P x R`` factor ``W``) as flat arrays over the ``P`` parameters, in the layout of the
+network's parameter vector. On a dense network the steps' updates are per-layer products:
+the diagonal Kalman step (``_diag_kalman_dense_step``) moves each layer's
+``(n_in + 1, n_out)`` block of the mean by ``var * (h (x) direction)`` and its variances by
+``h^2 (x) d``; the DLR step (``_dlr_factored_products``) takes its Gram matrices and
+``W~ M`` block by block. This times each step on the flat arrays against the same
+arithmetic on a belief stored as one array per layer, and checks that both give the same
+belief. For DIAG and DIAG_MOM both are skbong's own step: the filter's scan carries a
+diagonal belief on a dense network per layer (``LayeredVector``), which this benchmark
+motivated, and configurations it does not carry so (MC-EF with several rows a step, for
+one) take the flat step. For DLR the per-layer step is a prototype here.
 
 Protocol: MLP 784-h-10 (ReLU, ``skbong.core.MLP``), BONG-LIN-HESS, the root of ``G`` in
 factored form from the first row of ``mnist_stream(0)`` at the initial weights,
@@ -37,8 +40,8 @@ from speed import machine_rates
 from flax import nnx
 
 from skbong.core import MLP, ModuleSpec, make_config, module_params
-from skbong.core._curvature import factor_dot, layer_block, with_bias_input
-from skbong.core._families import _diag_kalman_dense_step, _factor_cross, _factor_gram
+from skbong.core._curvature import LayeredVector, factor_dot, layer_block, with_bias_input
+from skbong.core._families import DiagState, _diag_kalman_dense_step, _factor_cross, _factor_gram
 from skbong.core._filter import CPU_COMPILER_OPTIONS, MATMUL_PRECISION, jit_with_options
 from skbong.datasets import mnist_stream
 
@@ -58,30 +61,6 @@ def layered_root_gram(factors, weights):
         inner = jnp.einsum("bi,ci,io->bco", h, h, weight)
         gram = gram + jnp.einsum("bko,cjo,bco->bkcj", d, d, inner).reshape(n_cols, n_cols)
     return gram
-
-
-def layered_diag_step(blocks, factors, coords, moment: bool):
-    """The step of ``_diag_kalman_dense_step`` (``lr = 1``) on a belief stored per layer:
-    ``blocks`` is a tuple of ``(mean, var)`` pairs of shape ``(n_in + 1, n_out)``."""
-    gram = layered_root_gram(factors, [var for _, var in blocks])
-    chol = jnp.linalg.cholesky(jnp.eye(gram.shape[0], dtype=gram.dtype) + gram)
-    if moment:
-        middle = jax.scipy.linalg.cho_solve((chol, True), jnp.eye(gram.shape[0], dtype=gram.dtype))
-        gain_coords = middle @ coords
-    else:
-        gain_coords = jax.scipy.linalg.cho_solve((chol, True), coords)
-    out = []
-    for (mean, var), h, d in zip(blocks, factors.inputs, factors.sens):
-        h = with_bias_input(h)
-        split = d.shape[:2]
-        direction = jnp.einsum("bko,bk->bo", d, gain_coords.reshape(split))
-        mean = mean + var * (h.T @ direction)
-        if moment:
-            paired = jnp.einsum("bko,bkcj,cjo->bco", d, middle.reshape(split + split), d)
-            out.append((mean, var - var**2 * jnp.einsum("bi,ci,bco->io", h, h, paired)))
-        else:
-            out.append((mean, var / (1.0 + var * ((h**2).T @ jnp.sum(d**2, axis=1)))))
-    return tuple(out)
 
 
 def layered_dlr_step(blocks, factors, coords, rank: int):
@@ -146,16 +125,21 @@ def cell(width: int, family: str, x, y, n_steps: int, rounds: int, bandwidth: fl
         flat_step = lambda s: config.family.natural_step(s, s, curv, 1.0, False)  # noqa: E731
         layered_step = lambda b: layered_dlr_step(b, factors, coords, RANK)  # noqa: E731
         fields = (state.mean, state.diag_precision, state.low_rank)
+        layered_arg = tuple(tuple(layer_block(f, layer) for f in fields) for layer in layers)
     else:
+        # skbong's own step, on the flat vectors and on a belief carried per layer.
         moment = family == "diag_mom"
         flat_step = lambda s: _diag_kalman_dense_step(s, factors, coords, 1.0, moment)  # noqa: E731
-        layered_step = lambda b: layered_diag_step(b, factors, coords, moment)  # noqa: E731
+        layered_step = flat_step
         fields = (state.mean, state.var)
-    blocks = tuple(tuple(layer_block(f, layer) for f in fields) for layer in layers)
+        network = factors.network
+        layered_arg = DiagState(LayeredVector.of(state.mean, network), LayeredVector.of(state.var, network))
     flat, layered = scanned(flat_step, n_steps), scanned(layered_step, n_steps)
     # Both layouts give the same belief up to float32 round-off: the mean, the diagonal and,
     # for DLR, the diagonal of W W^T (W itself only up to the signs of its columns).
-    flat_out, layered_out = jax.block_until_ready((flat(state), layered(blocks)))
+    flat_out, layered_out = jax.block_until_ready((flat(state), layered(layered_arg)))
+    if family != "dlr":
+        layered_out = [(layer_block(layered_out.mean, layer), layer_block(layered_out.var, layer)) for layer in layers]
     diff = 0.0
     for layer, layered_fields in zip(layers, layered_out):
         pairs = [(layer_block(a, layer), b) for a, b in zip(flat_out[:2], layered_fields[:2])]
@@ -165,7 +149,7 @@ def cell(width: int, family: str, x, y, n_steps: int, rounds: int, bandwidth: fl
             diff = max(diff, float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(a))))
     times = {"flat": [], "layered": []}
     for _ in range(rounds):
-        for name, fn, arg in (("flat", flat, state), ("layered", layered, blocks)):
+        for name, fn, arg in (("flat", flat, state), ("layered", layered, layered_arg)):
             start = time.perf_counter()
             jax.block_until_ready(fn(arg))
             times[name].append((time.perf_counter() - start) / n_steps * 1e3)

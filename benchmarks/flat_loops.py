@@ -2,8 +2,9 @@
 assembly of per-layer pieces into it, and tall-skinny products.
 
 skbong keeps a belief as flat arrays over the ``P`` parameters (``belief_layout.py``
-measures what that costs the DIAG and DLR steps). This times the loops those steps are made
-of, in isolation, to say what bounds them on the host:
+measures what that costs the DIAG and DLR steps), except inside the filter's scan, which
+carries a diagonal belief on a dense network per layer because of section 2. This times
+the loops those steps are made of, in isolation, to say what bounds them on the host:
 
 1. **Parity.** The diagonal update ``v / (1 + v d)`` over a flat vector of ``P`` and of
    ``P + 1`` numbers, and over a 2-D array of about the same size. In the LLVM IR that XLA
@@ -15,7 +16,7 @@ of, in isolation, to say what bounds them on the host:
    Kalman step with one row: on two 2-D blocks (a belief stored per layer); on a flat vector
    with ``d`` given flat (no assembly, the floor of a flat layout); and on a flat vector with
    ``d`` assembled from the per-layer products by a sum of zero-padded pieces (skbong's
-   ``_flat_layout``), a concatenation, ``dynamic_update_slice`` into a buffer, and a select
+   ``_flat_layout``, the step of a flat diagonal belief), a concatenation, ``dynamic_update_slice`` into a buffer, and a select
    over an iota that gathers each element's two factors.
 3. **Tall products.** The Gram matrix ``W^T W`` and the product ``W M`` of a tall ``P x k``
    ``W`` (``k = 10, 20``: DLR-10's factor and its ``P x (R + K)`` stack), by XLA and by

@@ -158,10 +158,6 @@ class LayeredVector:
     def size(self) -> int:
         return sum(block.size for block in self.blocks)
 
-    def flat(self) -> jax.Array:
-        """The flat vector ``(P,)``."""
-        return jnp.concatenate([block.ravel() for block in self.blocks])
-
     def block(self, offset: int) -> jax.Array:
         """The block that starts at ``offset`` in the flat vector."""
         return self.blocks[self.offsets.index(offset)]

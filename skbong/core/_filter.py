@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import FilterConfig
-from ._curvature import LayeredVector, LinearizedHessian, LowRankCurvature, MonteCarloEF, n_params
+from ._curvature import LayeredVector, LinearizedHessian, LowRankCurvature, MonteCarloEF, flat_rows, n_params
 from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
 from ._families import Diagonal, DiagonalMoment, FullCovariance
 from ._predictive import PluginPredictive
@@ -407,7 +407,7 @@ def _scan_stream(
     else:
         (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
     if network is not None:
-        state = state._replace(mean=state.mean.flat(), var=state.var.flat())
+        state = state._replace(mean=flat_rows(state.mean), var=flat_rows(state.var))
     valid = family.is_valid(state) if check_valid else None
     if dynamics.innovation_scale:
         noise = noise[0]

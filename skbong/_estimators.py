@@ -910,6 +910,10 @@ class _BaseBONG(BaseEstimator):
             # the rows' total weight (earlier calls included), updated after each pass.
             innovations = np.zeros((1 if grid is None else grid.size, Y.shape[1]))
             passes_weight = 0.0 if reset or not calibrated else self._innovation_weight
+            # The least variance the health test scores the constant predictor at (_health).
+            noise_floor = None
+            if self._likelihood != "categorical":
+                noise_floor = np.min(np.reshape(obs_noise, (-1, Y.shape[1])), axis=0)
             if grid is not None:
                 if adaptive and not reset and "_member_obs_noise" in self.__dict__:
                     obs_noise = self._member_obs_noise  # each member goes on with its own estimate
@@ -986,7 +990,7 @@ class _BaseBONG(BaseEstimator):
                     log_prob, prediction, evidence = progress.model_average()
                 log_probs.append(log_prob)
                 predictions.append(prediction)
-                health = update_health(health, self._likelihood, ys, log_prob, prediction)
+                health = update_health(health, self._likelihood, ys, log_prob, prediction, noise_floor)
                 n_seen += X.shape[0]
                 passes_weight += X.shape[0] if ws is None else float(np.sum(ws))
             if grid is None:

@@ -9,7 +9,12 @@ online too,
 
 * categorical: the class frequencies seen so far (Krichevsky-Trofimov, ``(n_c + 1/2) / (n + C/2)``);
 * Gaussian: a Gaussian with the running mean and variance of each output, started from
-  ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets).
+  ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets), its
+  variance kept at or above the observation noise ``R`` that the filter runs at. Without
+  that floor a constant target (a stuck sensor, a fold or an output of one value) gives
+  the constant predictor a vanishing variance and an unbounded score, and every model,
+  however small its residuals, would count as diverged; with it, neither predictor is
+  credited for precision below the noise that the model itself assumes.
 
 For a Gaussian likelihood the model is scored by its one-step-ahead *means* under a
 Gaussian whose variance is the running mean square of its own past residuals (with one
@@ -318,8 +323,10 @@ def new_health(likelihood: str, n_outputs: int) -> StreamHealth:
     return StreamHealth(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, stats)
 
 
-def _gaussian_log_probs(Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squares: np.ndarray) -> np.ndarray:
-    var = np.maximum(squares / count, 1e-12) * (1 + 1 / count)
+def _gaussian_log_probs(
+    Y: np.ndarray, mean: np.ndarray, count: np.ndarray, squares: np.ndarray, floor=1e-12
+) -> np.ndarray:
+    var = np.maximum(squares / count, floor) * (1 + 1 / count)
     return -0.5 * np.sum(np.log(2 * np.pi * var) + (Y - mean) ** 2 / var, axis=1)
 
 
@@ -331,11 +338,14 @@ def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarr
     return np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residual_squares])
 
 
-def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int):
+def _log_probs(
+    likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int, noise_floor=None
+):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
     (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
-    scored before."""
+    scored before. ``noise_floor`` (Gaussian; per output, or None) is the least variance the
+    constant predictor is scored at."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
@@ -353,7 +363,8 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
         total = stats[1] + np.cumsum(Y, axis=0) - Y
         squares = stats[2] + np.cumsum(Y**2, axis=0) - Y**2
         mean = total / count
-        baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0))
+        floor = 1e-12 if noise_floor is None else np.maximum(np.asarray(noise_floor, np.float64), 1e-12)
+        baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0), floor)
         model_count = 1 + n_scored + rows_before  # one pseudo-residual, then the scored rows
         model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
         added = _added_statistics(likelihood, Y, residuals.sum(axis=0))
@@ -362,11 +373,13 @@ def _log_probs(likelihood: str, Y: np.ndarray, model_log_probs, model_means, sta
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
-                  model_means: np.ndarray) -> StreamHealth:
+                  model_means: np.ndarray, noise_floor=None) -> StreamHealth:
     """Score a run of observations ``Y`` (in the filter's units) given the model's
     one-step-ahead log-probabilities of them ``(N,)`` (for a Gaussian, at the noise the
     filter runs at; None leaves the noise check without data) and its means ``(N, C)``
-    (class probabilities, or the predicted targets)."""
+    (class probabilities, or the predicted targets). ``noise_floor`` (Gaussian: the
+    observation noise ``R`` the filter runs at, per output, in its units) is the least
+    variance the constant predictor is scored at (module docstring); None for none."""
     n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
     # The burn-in rows only teach the constant predictor.
     stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]))
@@ -382,7 +395,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
     (model, baseline), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
-        likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored
+        likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
     )
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]

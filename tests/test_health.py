@@ -145,6 +145,44 @@ def test_health_verdicts():
     assert off.far_worse and off.diverged
 
 
+def test_a_constant_target_scores_the_constant_predictor_at_the_noise_floor():
+    """On a constant target the running variance of the constant predictor vanishes and its
+    score grows without bound: without a floor, residuals of 0.15 counted as diverged after
+    500 rows. At the noise the filter runs at (R = 0.1) they beat it, and residuals of 3
+    lose to it."""
+    n = BURN_IN + 10 * MIN_OBSERVATIONS
+    rng = np.random.default_rng(1)
+    Y = np.zeros((n, 1))
+    close, far = rng.normal(0.0, 0.15, size=(n, 1)), rng.normal(0.0, 3.0, size=(n, 1))
+    fresh = new_health("gaussian", 1)
+    assert update_health(fresh, "gaussian", Y, None, close).diverged
+    small = update_health(fresh, "gaussian", Y, None, close, noise_floor=np.array([0.1]))
+    assert not (small.far_worse or small.not_learning)
+    # The floor is the constant predictor's variance: 0.5 log(2 pi 0.1) + 1/2 nats, to its
+    # (1 + 1/n) factor and the rows before its running variance fell below 0.1.
+    assert small.baseline_mean_loss == pytest.approx(0.5 * np.log(2 * np.pi * 0.1), abs=0.1)
+    assert update_health(fresh, "gaussian", Y, None, far, noise_floor=np.array([0.1])).diverged
+    # Where y varies beyond the floor, the floor changes nothing.
+    y = rng.normal(size=(n, 1))
+    floored = update_health(fresh, "gaussian", y, None, y + close, noise_floor=np.array([0.1]))
+    plain = update_health(fresh, "gaussian", y, None, y + close)
+    assert (floored.model_loss, floored.baseline_loss) == (plain.model_loss, plain.baseline_loss)
+
+
+@pytest.mark.parametrize("family", ["dlr", "diag", "fc"])
+def test_a_constant_target_fits_without_a_verdict(family):
+    """A constant y (a stuck sensor, one output of a multi-output target) is no failure:
+    the fit keeps quiet and predicts the constant, in the units of y."""
+    X = np.random.default_rng(0).normal(size=(400, 5))
+    for value in (0.0, 1234.5):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            reg = BONGRegressor(family=family, hidden_layer_sizes=(8,), random_state=0).fit(X, np.full(400, value))
+            reg.partial_fit(X[:50], np.full(50, value))
+        # The standardisation keeps scale 1 for a constant y: the noise R_0 = 0.1 (sd 0.32).
+        assert np.max(np.abs(reg.predict(X) - value)) < 1.0
+
+
 @pytest.fixture(scope="module")
 def digits():
     X, y = load_digits(return_X_y=True)

@@ -1086,7 +1086,7 @@ class _BaseBONG(BaseEstimator):
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
                 f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
-                f"{health.baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name})"
+                f"{health.divergence_baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name})"
                 + (
                     f", and classified {health.model_accuracy:.0%} of them right against the constant's "
                     f"{health.baseline_accuracy:.0%}"
@@ -1205,7 +1205,7 @@ class _BaseBONG(BaseEstimator):
             warnings.warn(
                 f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
-                f"is far worse than a constant predictor's ({health.baseline_mean_loss:.3g}, "
+                f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: "
                 f"{sigma0_remedy.lower()} ({sigma0_scales}), scale the inputs{inflation_hint}, or average over the posterior "

@@ -9,12 +9,15 @@ online too,
 
 * categorical: the class frequencies seen so far (Krichevsky-Trofimov, ``(n_c + 1/2) / (n + C/2)``);
 * Gaussian: a Gaussian with the running mean and variance of each output, started from
-  ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets), its
-  variance kept at or above the observation noise ``R`` that the filter runs at. Without
-  that floor a constant target (a stuck sensor, a fold or an output of one value) gives
-  the constant predictor a vanishing variance and an unbounded score, and every model,
-  however small its residuals, would count as diverged; with it, neither predictor is
-  credited for precision below the noise that the model itself assumes.
+  ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets). For
+  the verdict "diverged" its variance is kept at or above the observation noise ``R``
+  that the filter runs at: the filter fits ``y`` only to within that noise, so a model
+  whose residuals stay within it has not diverged. Without the floor a constant target (a
+  stuck sensor, a fold or an output of one value) gives the constant predictor a
+  vanishing variance and an unbounded score, and every model, however small its
+  residuals, counted as diverged. "Not learning" keeps the plain constant predictor: it
+  must still see a noise ``R`` set far above the spread of ``y`` (a first call of one row
+  in raw units), under which nothing is learned.
 
 For a Gaussian likelihood the model is scored by its one-step-ahead *means* under a
 Gaussian whose variance is the running mean square of its own past residuals (with one
@@ -215,6 +218,11 @@ class StreamHealth(NamedTuple):
         predictive (the filter's record: for a fixed noise, the linearised predictive, the
         noise plus the weights' uncertainty) and of its squared residuals summed over the
         outputs. Zero otherwise.
+    floored_baseline_loss : float or None
+        Gaussian: the weighted sum of the constant predictor's log-loss with its variance
+        at least the filter's noise ``R`` (module docstring), which ``far_worse`` compares
+        with; None where no floor was given (categorical; a state pickled before it was
+        kept), and ``baseline_loss`` stands in.
     """
 
     n_seen: int
@@ -229,9 +237,17 @@ class StreamHealth(NamedTuple):
     baseline_brier: float = 0.0
     noise_loss: float = 0.0
     residual_square: float = 0.0
+    floored_baseline_loss: float | None = None
 
     def _per_observation(self, total: float) -> float:
         return total / self.weight if self.weight > 0 else np.nan
+
+    @property
+    def divergence_baseline_mean_loss(self) -> float:
+        """Weighted mean log-loss of the constant predictor that ``far_worse`` compares with:
+        at a variance of at least the filter's noise, where one was given."""
+        floored = self.baseline_loss if self.floored_baseline_loss is None else self.floored_baseline_loss
+        return self._per_observation(floored)
 
     @property
     def excess_loss(self) -> float:
@@ -256,10 +272,12 @@ class StreamHealth(NamedTuple):
 
     @property
     def far_worse(self) -> bool:
-        """Scored enough, and far worse than the constant predictor in log-loss (or non-finite)."""
+        """Scored enough, and far worse than the constant predictor in log-loss (or non-finite);
+        for a Gaussian, than the constant predictor at a variance of at least the filter's noise."""
         if not np.isfinite(self.model_loss):
             return True
-        return self.n_scored >= MIN_OBSERVATIONS and self.excess_loss > DIVERGED_EXCESS
+        excess = self.model_mean_loss - self.divergence_baseline_mean_loss if self.weight > 0 else 0.0
+        return self.n_scored >= MIN_OBSERVATIONS and excess > DIVERGED_EXCESS
 
     @property
     def diverged(self) -> bool:
@@ -344,8 +362,9 @@ def _log_probs(
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
     (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
-    scored before. ``noise_floor`` (Gaussian; per output, or None) is the least variance the
-    constant predictor is scored at."""
+    scored before. ``noise_floor`` (Gaussian; per output, or None) is the least variance
+    at which the constant predictor is scored a second time, for the divergence verdict;
+    the returned pair of log-probabilities then has that score third (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
@@ -355,7 +374,7 @@ def _log_probs(
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
         with np.errstate(over="ignore", invalid="ignore"):
             briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
-        return scores, hits, briers, stats + _added_statistics(likelihood, Y, None)
+        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         rows_before = np.arange(Y.shape[0])[:, None]
@@ -363,13 +382,16 @@ def _log_probs(
         total = stats[1] + np.cumsum(Y, axis=0) - Y
         squares = stats[2] + np.cumsum(Y**2, axis=0) - Y**2
         mean = total / count
-        floor = 1e-12 if noise_floor is None else np.maximum(np.asarray(noise_floor, np.float64), 1e-12)
-        baseline = _gaussian_log_probs(Y, mean, count, np.maximum(squares - count * mean**2, 0.0), floor)
+        spread = np.maximum(squares - count * mean**2, 0.0)
+        baseline = _gaussian_log_probs(Y, mean, count, spread)
+        floored = None
+        if noise_floor is not None:
+            floored = _gaussian_log_probs(Y, mean, count, spread, np.maximum(np.asarray(noise_floor, np.float64), 1e-12))
         model_count = 1 + n_scored + rows_before  # one pseudo-residual, then the scored rows
         model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
         added = _added_statistics(likelihood, Y, residuals.sum(axis=0))
     no_hits = np.zeros(Y.shape[0])
-    return (model, baseline), (no_hits, no_hits), (no_hits, no_hits), stats + added
+    return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats + added
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
@@ -379,7 +401,8 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     filter runs at; None leaves the noise check without data) and its means ``(N, C)``
     (class probabilities, or the predicted targets). ``noise_floor`` (Gaussian: the
     observation noise ``R`` the filter runs at, per output, in its units) is the least
-    variance the constant predictor is scored at (module docstring); None for none."""
+    variance of the constant predictor that the divergence verdict compares with (module
+    docstring); None for none."""
     n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
     # The burn-in rows only teach the constant predictor.
     stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]))
@@ -394,13 +417,17 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     Y = Y[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
-    (model, baseline), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
+    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
         likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
     )
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]
     weights = decay ** np.arange(n - 1, -1, -1)
     shrink = decay**n
+    floored_loss = None
+    if floored is not None:  # a state kept before the floor goes on from its plain sum
+        previous = health.baseline_loss if health.floored_baseline_loss is None else health.floored_baseline_loss
+        floored_loss = float(shrink * previous - weights @ floored)
     noise_loss, residual_square = 0.0, 0.0
     with np.errstate(over="ignore", invalid="ignore"):
         model_loss = shrink * health.model_loss - weights @ model
@@ -421,6 +448,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         float(shrink * health.baseline_brier + weights @ baseline_brier),
         noise_loss,
         residual_square,
+        floored_loss,
     )
 
 

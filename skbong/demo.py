@@ -54,8 +54,6 @@ def _count_compilation(event: str, duration: float, **kwargs) -> None:
         _compile_seconds[0] += duration
 
 
-jax.monitoring.register_event_duration_secs_listener(_count_compilation)
-
 
 def _stream(model, X, y, classes, stops=()):
     """Feed ``X, y`` to ``model.partial_fit`` in chunks of ``CHUNK`` rows, also breaking
@@ -110,6 +108,19 @@ def main(random_state: int = 0, checkpoints=(100, 500, None)) -> dict:
         (ECE on the test rows) and ``bands`` (per band of ``BANDS``: test digits, mean
         probability of the predicted class, fraction right).
     """
+    # Counted while the demo runs, and the listener removed after it: importing this module
+    # leaves JAX's global listeners as they were.
+    jax.monitoring.register_event_duration_secs_listener(_count_compilation)
+    try:
+        return _run(random_state, checkpoints)
+    finally:
+        unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+        if unregister is not None:  # a JAX too old to have it keeps the listener
+            unregister(_count_compilation)
+
+
+def _run(random_state, checkpoints) -> dict:
+    """:func:`main` without its compilation listener."""
     X, y = load_digits(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(
         X / 16.0, y, test_size=0.3, random_state=random_state, stratify=y

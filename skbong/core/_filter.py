@@ -24,7 +24,7 @@ import numpy as np
 from ._config import FilterConfig
 from ._curvature import LayeredVector, LinearizedHessian, LowRankCurvature, MonteCarloEF, flat_rows, n_params
 from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
-from ._families import Diagonal, DiagonalMoment, FullCovariance
+from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DLRGramState, DLRState, FullCovariance
 from ._predictive import PluginPredictive
 from ._rules import apply_rule
 
@@ -322,6 +322,9 @@ def _scan_stream(
     network = _layered_network(config, state, xs, record, static_belief)
     if network is not None:
         state = state._replace(mean=LayeredVector.of(state.mean, network), var=LayeredVector.of(state.var, network))
+    carries_gram = _carries_low_rank_gram(config, static_belief)
+    if carries_gram:
+        state = DLRGramState(*state, state.low_rank.T @ state.low_rank)
 
     def update(prior, x, y, m, key, step_hyper):
         return update_step(config, prior, x, y, m, step_hyper, key)
@@ -408,6 +411,8 @@ def _scan_stream(
         (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
     if network is not None:
         state = state._replace(mean=flat_rows(state.mean), var=flat_rows(state.var))
+    if carries_gram:
+        state = DLRState(state.mean, state.diag_precision, state.low_rank)
     valid = family.is_valid(state) if check_valid else None
     if dynamics.innovation_scale:
         noise = noise[0]
@@ -448,6 +453,22 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     if state.mean.ndim != 1 or not network.covers(n_params(state.mean), xs[0]):
         return None
     return network
+
+
+def _carries_low_rank_gram(config: FilterConfig, static_belief: bool) -> bool:
+    """Whether the scan carries a DLR belief with the Gram matrix of its factor
+    (:class:`~skbong.core._families.DLRGramState`): where every step that changes the
+    belief is a BONG step (a natural step without the KL term, one inner step), which
+    keeps that Gram matrix up to date from its own small matrices. A predict step (the
+    dynamics, inflation) or a plain-gradient step would change ``W`` without it."""
+    rule = config.rule
+    return (
+        isinstance(config.family, DiagonalLowRank)
+        and rule.geometry == "natural"
+        and not rule.with_kl
+        and rule.n_inner_steps == 1
+        and static_belief
+    )
 
 
 def _innovation_scale(start, running, n_outputs: int):

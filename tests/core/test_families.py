@@ -448,6 +448,69 @@ def test_scan_carries_a_dense_diagonal_belief_by_layer_and_takes_the_flat_steps(
     assert np.max(np.abs(np.asarray(state.mean) - np.asarray(mean0))) > 1e-2
 
 
+@pytest.mark.parametrize("family", ["dlr", "slr"])
+@pytest.mark.parametrize("backtrack", [False, True])
+def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_steps(family, backtrack, x64):
+    """A BONG scan carries ``W^T W`` beside a DLR belief (``DLRGramState``) and updates it
+    from the step's small matrices; its beliefs and records are those of ``update_step``
+    on a plain ``DLRState`` one row at a time, which forms ``W^T W`` from ``W``. Checked
+    on ``W W^T`` (``W`` itself is defined up to a rotation of its columns). LIN-HESS:
+    MC-EF's local draws are taken along ``W``'s columns, so that the round-off of two
+    ways of computing the same belief changes its draws (the scan and ``update_step``
+    part after a few steps with or without the carried matrix), not their law."""
+    from skbong.core._families import DLRState
+    from skbong.core._filter import _carries_low_rank_gram
+    from skbong.core._predictive import PluginPredictive
+
+    apply, _, mean0 = _mlp_and_plain()
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(12, 4)) * 2.0
+    Y = np.eye(3)[rng.integers(0, 3, 12)]
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    config = make_config(apply, "categorical", family, rank=2, backtrack=backtrack)
+    assert _carries_low_rank_gram(config, True) and not _carries_low_rank_gram(config, False)
+    state0 = config.family.init(mean0, jnp.asarray(3.0))
+    record = PluginPredictive()
+    key = jax.random.PRNGKey(6)
+    scanned, log_prob, _ = run_filter(config, state0, X, Y, hyper, key=key, record=record)
+    assert type(scanned) is DLRState  # the Gram matrix stays inside the scan
+
+    state, log_probs = state0, []
+    for t in range(X.shape[0]):
+        x, y = jnp.asarray(X[t : t + 1]), jnp.asarray(Y[t : t + 1])
+        log_probs.append(float(record(apply, config.likelihood, config.family, state, x, 1.0, None).log_prob(y)[0]))
+        state = update_step(config, state, x, y, jnp.ones(1), hyper, jax.random.fold_in(key, t))
+        assert type(state) is DLRState
+    np.testing.assert_allclose(scanned.mean, state.mean, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(scanned.diag_precision, state.diag_precision, rtol=1e-9)
+    low_rank = np.asarray(state.low_rank @ state.low_rank.T)
+    np.testing.assert_allclose(scanned.low_rank @ scanned.low_rank.T, low_rank, atol=1e-10 * np.abs(low_rank).max())
+    np.testing.assert_allclose(log_prob, log_probs, rtol=1e-9, atol=1e-12)
+    assert np.max(np.abs(np.asarray(state.mean) - np.asarray(mean0))) > 1e-2
+
+
+@pytest.mark.parametrize("hessian", ["lin_hess", "mc_ef"])
+def test_a_step_from_a_carried_gram_matrix_gives_that_of_its_new_factor(hessian, x64):
+    """The Gram matrix a BONG step returns is ``W^T W`` of the ``W`` it returns, and the
+    step from a carried Gram matrix is the step that forms it."""
+    from skbong.core._families import DLRGramState
+
+    apply, _, mean0 = _mlp_and_plain()
+    rng = np.random.default_rng(5)
+    config = make_config(apply, "categorical", "dlr", rank=2, hessian=hessian, n_mc_samples=4)
+    state = config.family.init(mean0, jnp.asarray(1.0))
+    state = state._replace(low_rank=jnp.asarray(rng.normal(size=state.low_rank.shape)))
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    x, y, key = jnp.asarray(rng.normal(size=(1, 4))), jnp.eye(3)[:1], jax.random.PRNGKey(7)
+    plain = update_step(config, state, x, y, jnp.ones(1), hyper, key)
+    carried = update_step(config, DLRGramState(*state, state.low_rank.T @ state.low_rank), x, y, jnp.ones(1), hyper, key)
+    gram = np.asarray(carried.low_rank.T @ carried.low_rank)
+    np.testing.assert_allclose(carried.low_rank_gram, gram, atol=1e-10 * np.abs(gram).max())
+    np.testing.assert_allclose(carried.mean, plain.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(carried.diag_precision, plain.diag_precision, rtol=1e-10)
+    np.testing.assert_allclose(carried.low_rank @ carried.low_rank.T, plain.low_rank @ plain.low_rank.T, atol=1e-10)
+
+
 def test_scan_carries_flat_what_may_not_read_layers(x64):
     """The scan carries a belief per layer only for the built-in network functions: not for
     a function of the user's own that carries the same layout (it may read only flat

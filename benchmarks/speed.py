@@ -409,7 +409,15 @@ def main():
             "`belief_layout.md` times the update alone both ways). What bounds it now is the rest of the "
             "step (the network's passes at the mean and, for MC-EF, the draws) and, at small P, the "
             "step's fixed cost. XLA's loops over a flat vector of odd length, as at P = 399,895 here, "
-            "run at 4-6x those of even length from P = 100k (`flat_loops.md`).",
+            "run at 4-6x those of even length from P = 100k (`flat_loops.md`). A DLR-10 step passes over "
+            "its P x R factor W several times: for the weighted Gram matrix W^T Upsilon^-1 W, the cross "
+            "products with the root and the products W~ V that give the new W and the discarded "
+            "directions (W^T W itself is carried by the filter's scan from step to step since "
+            "2026-11-28, `DLRGramState`). The algorithm cannot do with fewer than two: the "
+            "eigendecomposition needs the Gram matrices, a full pass over W, before the new W can be "
+            "written. Reading W, Upsilon and the mean twice and writing them once is 35 numbers per "
+            "parameter against the floor's 24 (read and write once), so even a single fused kernel "
+            "would run at about 1.5x this floor.",
             "The issue's reference times were measured on this machine type (2 cores) without naming the "
             "CPU, and hosts of this type differ: this project has seen both an AMD EPYC and an Intel Xeon, "
             "with float32 matmul rates about 3x apart. A ratio to a reference time is therefore fair only "

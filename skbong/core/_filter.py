@@ -22,7 +22,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import FilterConfig
-from ._curvature import LayeredVector, LinearizedHessian, LowRankCurvature, MonteCarloEF, flat_rows, n_params
+from ._curvature import (
+    LayeredVector,
+    LinearizedEF,
+    LinearizedHessian,
+    LowRankCurvature,
+    MonteCarloEF,
+    flat_rows,
+    n_params,
+)
 from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
 from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DLRGramState, DLRState, FullCovariance
 from ._predictive import PluginPredictive
@@ -459,11 +467,21 @@ def _carries_low_rank_gram(config: FilterConfig, static_belief: bool) -> bool:
     """Whether the scan carries a DLR belief with the Gram matrix of its factor
     (:class:`~skbong.core._families.DLRGramState`): where every step that changes the
     belief is a BONG step (a natural step without the KL term, one inner step), which
-    keeps that Gram matrix up to date from its own small matrices. A predict step (the
-    dynamics, inflation) or a plain-gradient step would change ``W`` without it."""
+    keeps that Gram matrix up to date from its own small matrices, from a linearised
+    curvature. A predict step (the dynamics, inflation) or a plain-gradient step would
+    change ``W`` without it.
+
+    The carried matrix and one formed from ``W`` differ by round-off, so a stream cut
+    into calls at other rows gives beliefs that differ by round-off, not bit for bit: the
+    precision ``Upsilon + W W^T`` to round-off, ``W`` itself up to a rotation (or sign) of
+    its columns where eigenvalues are close, which the belief does not see. The
+    Monte-Carlo estimators keep forming it: their local draws are taken along ``W``'s
+    columns (``_dlr_pre_activation_draws``), so such a rotation would change the draws,
+    and a row's draws must depend on its position in the stream alone."""
     rule = config.rule
     return (
         isinstance(config.family, DiagonalLowRank)
+        and isinstance(config.estimator, (LinearizedHessian, LinearizedEF))
         and rule.geometry == "natural"
         and not rule.with_kl
         and rule.n_inner_steps == 1

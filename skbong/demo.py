@@ -54,7 +54,6 @@ def _count_compilation(event: str, duration: float, **kwargs) -> None:
         _compile_seconds[0] += duration
 
 
-
 def _stream(model, X, y, classes, stops=()):
     """Feed ``X, y`` to ``model.partial_fit`` in chunks of ``CHUNK`` rows, also breaking
     at each of ``stops`` (numbers of rows); after each call yield the rows seen so far,

@@ -2211,13 +2211,14 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """Standardise ``y`` (with the first call's mean and scale) and filter on it."""
         Y = self._as_matrix(y)
         if reset:
-            loc, scale = self._loc_scale(Y, sample_weight)
+            loc, scale, scale_guessed = self._loc_scale(Y, sample_weight)
             obs_noise = self._noise_from_setting(scale, Y.shape[1])
             y_is_1d = y.ndim == 1
-            # One row (of positive weight) shows no spread: the scale of y is taken as 1. That
-            # is said only where the health checks find the fit failing (target_advice): river
-            # users who standardise y themselves (TargetStandardScaler) start every stream so.
-            scale_guessed = np.count_nonzero(np.ones(Y.shape[0]) if sample_weight is None else sample_weight) < 2
+            # One row (of positive weight), or a constant y, shows no spread: the scale of y is
+            # taken as 1. That is said only where the health checks find the fit failing
+            # (target_advice): river users who standardise y themselves (TargetStandardScaler)
+            # start every stream so.
+            scale_guessed = bool(np.any(scale_guessed))
         else:
             if Y.shape[1] != self.obs_noise_.shape[0]:
                 raise ValueError(
@@ -2250,8 +2251,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             y_loc_scale=(loc, scale),
             sample_weight=sample_weight,
             target_advice=(
-                " The scale of y came from a first call of one row and was taken as 1: if y is not of order 1, "
-                "refit with several rows in the first call or standardise y yourself."
+                " The scale of y came from a first call of one row or of a constant y and was taken as 1: if y "
+                "is not of order 1, start over with fit on rows whose y varies, or standardise y yourself."
                 if scale_guessed
                 else ""
             ),
@@ -2283,16 +2284,18 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         return self.obs_noise_rate
 
     @staticmethod
-    def _loc_scale(Y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Per-output (weighted) mean and standard deviation of ``Y``; scale 1 where ``Y``
-        is constant (up to round-off) or has fewer than two rows of positive weight."""
+    def _loc_scale(Y: np.ndarray, sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-output (weighted) mean and standard deviation of ``Y``, and where that scale
+        was taken as 1 instead: where ``Y`` is constant (up to round-off) or has fewer than
+        two rows of positive weight."""
         weights = np.ones(Y.shape[0]) if sample_weight is None else sample_weight
         loc = np.average(Y, axis=0, weights=weights)
         scale = np.sqrt(np.average((Y - loc) ** 2, axis=0, weights=weights))
         if not np.all(np.isfinite(scale)):
             raise ValueError("y is too large to standardise in float64; scale it down.")
-        constant = scale <= 10 * np.finfo(np.float64).eps * np.abs(loc)
-        return loc, np.where(constant | (scale == 0) | (np.count_nonzero(weights) < 2), 1.0, scale)
+        constant = (scale <= 10 * np.finfo(np.float64).eps * np.abs(loc)) | (scale == 0)
+        guessed = constant | (np.count_nonzero(weights) < 2)
+        return loc, np.where(guessed, 1.0, scale), guessed
 
     def predict(self, X, return_std=False):
         """Predictive mean, and optionally standard deviation, of the targets.

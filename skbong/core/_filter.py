@@ -446,15 +446,15 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     network = getattr(config.apply_fn, "dense_network", None)
     if network is None or not getattr(config.apply_fn, "reads_layered_vector", False):
         return None  # a network function of the user's own may carry a layout, and read only flat vectors
-    family, rule, dynamics = config.family, config.rule, config.dynamics
+    family, dynamics = config.family, config.dynamics
     if not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman:
         return None
-    if rule.geometry != "natural" or rule.with_kl or rule.n_inner_steps != 1:
+    if not _only_bong_steps(config, static_belief):
         return None
     estimator = config.estimator
     if not (isinstance(estimator, LinearizedHessian) or (isinstance(estimator, MonteCarloEF) and xs.shape[1] == 1)):
         return None
-    if not static_belief or dynamics.innovation_scale or dynamics.adaptive_obs_noise:
+    if dynamics.innovation_scale or dynamics.adaptive_obs_noise:
         return None
     if record is not None and not isinstance(record, PluginPredictive):
         return None
@@ -478,15 +478,20 @@ def _carries_low_rank_gram(config: FilterConfig, static_belief: bool) -> bool:
     Monte-Carlo estimators keep forming it: their local draws are taken along ``W``'s
     columns (``_dlr_pre_activation_draws``), so such a rotation would change the draws,
     and a row's draws must depend on its position in the stream alone."""
-    rule = config.rule
     return (
         isinstance(config.family, DiagonalLowRank)
         and isinstance(config.estimator, (LinearizedHessian, LinearizedEF))
-        and rule.geometry == "natural"
-        and not rule.with_kl
-        and rule.n_inner_steps == 1
-        and static_belief
+        and _only_bong_steps(config, static_belief)
     )
+
+
+def _only_bong_steps(config: FilterConfig, static_belief: bool) -> bool:
+    """Whether every step of the scan that changes the belief is one BONG step (a natural
+    step without the KL term, one inner step) and there is no predict step: the steps that
+    the scan's carried forms of a belief (per layer, or with its factor's Gram matrix)
+    are written for."""
+    rule = config.rule
+    return rule.geometry == "natural" and not rule.with_kl and rule.n_inner_steps == 1 and static_belief
 
 
 def _innovation_scale(start, running, n_outputs: int):

@@ -9,10 +9,12 @@ the diagonal Kalman step (``_diag_kalman_dense_step``) moves each layer's
 ``h^2 (x) d``; the DLR step (``_dlr_factored_products``) takes its Gram matrices and
 ``W~ M`` block by block. This times each step on the flat arrays against the same
 arithmetic on a belief stored as one array per layer, and checks that both give the same
-belief. For DIAG and DIAG_MOM both are skbong's own step: the filter's scan carries a
-diagonal belief on a dense network per layer (``LayeredVector``), which this benchmark
-motivated, and configurations it does not carry so (MC-EF with several rows a step, for
-one) take the flat step. For DLR the per-layer step is a prototype here.
+belief. For DIAG and DIAG_MOM both are skbong's own step: on a CPU the filter's scan
+carries a diagonal belief on a dense network per layer (``LayeredVector``), which this
+benchmark motivated, and configurations it does not carry so (MC-EF with several rows a
+step, for one) take the flat step; on other devices it carries the flat belief
+(``_layered_network``), which this benchmark's run there (``gpu_check.sh``, step
+``layout``) is to confirm. For DLR the per-layer step is a prototype here.
 
 Protocol: MLP 784-h-10 (ReLU, ``skbong.core.MLP``), BONG-LIN-HESS, the root of ``G`` in
 factored form from the first row of ``mnist_stream(0)`` at the initial weights,
@@ -24,7 +26,7 @@ times are not ``speed.py``'s), compiled as the filter compiles its scans, then t
 ``speed.py`` (its floor for the diagonal step). The differences compare the mean, the
 diagonal and, for DLR, the row norms of ``W`` (its columns' signs are arbitrary).
 
-    python benchmarks/belief_layout.py [--steps 64] [--rounds 9]
+    python benchmarks/belief_layout.py [--steps 64] [--rounds 9] [--widths 40,503] [--name belief_layout_gpu]
 """
 
 from __future__ import annotations
@@ -164,13 +166,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--widths", default="", help=f"hidden widths (default {','.join(map(str, WIDTHS))})")
+    parser.add_argument("--name", default="belief_layout", help="results/NAME.md")
     args = parser.parse_args()
+    widths = tuple(int(w) for w in args.widths.split(",")) if args.widths else WIDTHS
     X, Y, _, _ = mnist_stream(seed=0)
     x = jnp.asarray(X[:1], jnp.float32)
     y = jnp.asarray(np.eye(10, dtype=np.float32)[np.asarray(Y[:1])])
     _, rate, _ = machine_rates()
     rows = []
-    for width in WIDTHS:
+    for width in widths:
         for family in FAMILIES:
             c = cell(width, family, x, y, args.steps, args.rounds, rate)
             flat, layered, traffic = c["flat"], c["layered"], c["traffic"]
@@ -189,7 +194,7 @@ def main():
         + "\n\n"
         + markdown_table(header, rows)
     )
-    path = write("belief_layout", "BONG steps of DIAG and DLR: flat belief against one stored per layer", body)
+    path = write(args.name, "BONG steps of DIAG and DLR: flat belief against one stored per layer", body)
     print(f"wrote {path}")
 
 

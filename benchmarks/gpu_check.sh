@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The GPU checks of the open issues in one call, sized for a short lease of one GPU:
 # benchmarks/speed.py (steps per second and the fraction of the device's FLOP and bandwidth
-# floor), a model fitted and pickled there (gpu_pickle.py), mnist_stream.py on the CNN, the
+# floor), the diagonal step on a flat and a per-layer belief (belief_layout.py), a model
+# fitted and pickled there (gpu_pickle.py), mnist_stream.py on the CNN, the
 # test suite, then mnist_stream.py on the MLP (accuracy, NLL and ms per step at the
 # committed hyperparameters, no tuning).
 #
 #     bash benchmarks/gpu_check.sh OUT_DIR [BUDGET_SECONDS]
 #
 # Each step runs under `timeout` within the budget (default 540 s), in the order speed,
-# pickle, mnist_cnn, pytest, mnist_mlp (speed.py first, so that its timings see an idle
+# layout, pickle, mnist_cnn, pytest, mnist_mlp (speed.py first, so that its timings see an idle
 # machine and a short lease still brings them back). STEPS picks the steps (default all
-# five; e.g. STEPS="mnist_mlp" for a second call). A step stopped at its cap gets SIGINT
+# six; e.g. STEPS="mnist_mlp" for a second call). A step stopped at its cap gets SIGINT
 # first: pytest then prints its summary of the tests it ran. OUT_DIR receives one log per
 # step, env.txt (devices, versions, nvidia-smi, each step's exit status and seconds),
 # fitted_gpu.pkl (check it where no GPU is: python gpu_pickle.py load fitted_gpu.pkl) and
@@ -32,7 +33,7 @@ started=$(mktemp)  # reports older than this are not this call's
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 if [ -z "${SKBONG_DATA:-}" ] && [ -d .data ]; then export SKBONG_DATA="$PWD/.data"; fi
 quick=${QUICK:-0}
-steps=" ${STEPS:-speed pickle mnist_cnn pytest mnist_mlp} "
+steps=" ${STEPS:-speed layout pickle mnist_cnn pytest mnist_mlp} "
 suffix=$([ "$quick" = 1 ] && echo _quick || echo _gpu)
 
 # run NAME CAP_SECONDS COMMAND...: the command under `timeout`, capped by what is left of the
@@ -67,6 +68,12 @@ bench_flags=$([ "$quick" = 1 ] && echo --quick)
 speed_args=${SPEED_ARGS---widths 13,40,503 --skip-mnist}
 [ "$quick" = 1 ] && speed_args=""
 (cd benchmarks && run speed 170 python3 speed.py $bench_flags $speed_args --name "speed$suffix")
+# The diagonal step on the flat belief against the per-layer one (belief_layout.py): the
+# filter carries it per layer on a CPU only, from one before/after comparison of speed.py
+# on the H200; this times both on the same device in one run.
+layout_args="--widths 40,503 --rounds 7"
+[ "$quick" = 1 ] && layout_args="--widths 4 --rounds 2 --steps 8"
+(cd benchmarks && run layout 100 python3 belief_layout.py $layout_args --name "belief_layout$suffix")
 # A model fitted here, for loading on a CPU-only machine: python gpu_pickle.py load OUT_DIR/fitted_gpu.pkl
 (cd benchmarks && run pickle 90 python3 gpu_pickle.py save "$out/fitted$suffix.pkl")
 

@@ -47,3 +47,18 @@ def test_fit_follows_the_default_device_and_pickles_to_numpy(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def test_programs_are_chosen_for_the_platform_of_the_default_device():
+    """The CPU-only choices (compiler options, the per-layer belief, sequential sweeps)
+    follow the device the estimators compute on: ``jax.default_device`` where it is set,
+    as a device or a platform name, else the default backend."""
+    import jax
+
+    from skbong.core._filter import _default_platform
+
+    assert _default_platform() == jax.devices()[0].platform
+    for device in (jax.devices("cpu")[0], "cpu"):
+        with jax.default_device(device):
+            assert _default_platform() == "cpu"
+    assert _default_platform() == jax.devices()[0].platform

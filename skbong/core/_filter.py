@@ -95,6 +95,17 @@ CPU_INIT_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emi
 _REFUSED_OPTIONS: set = set()
 
 
+def _default_platform() -> str:
+    """The platform (``"cpu"``, ``"gpu"``, ...) of the device that JAX computes on by
+    default: that of ``jax.default_device`` where one is set (the estimators follow it, so
+    a CPU device chosen on a machine with a GPU computes on the CPU), else the default
+    backend's."""
+    device = jax.config.jax_default_device
+    if device is None:
+        return jax.default_backend()
+    return device if isinstance(device, str) else device.platform
+
+
 def _compiler_options(backend: str, cpu_options: tuple[tuple, ...]) -> tuple[tuple, ...]:
     """``cpu_options`` on a CPU backend, unless this jaxlib refused them before; else none
     (XLA's defaults)."""
@@ -123,7 +134,7 @@ def jit_with_options(fun, cpu_options: dict, **jit_kwargs):
 
     @wraps(fun)
     def call(*args, **kwargs):
-        options = _compiler_options(jax.default_backend(), requested)
+        options = _compiler_options(_default_platform(), requested)
         if options not in compiled:
             compiled[options] = jax.jit(fun, compiler_options=dict(options), **jit_kwargs)
         try:
@@ -448,7 +459,7 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     bound by them: on an H200 the MNIST MLP's DIAG step took 0.13-0.14 ms flat
     (``speed_gpu.md`` of 2026-11-27) and 0.19-0.20 ms per layer (2026-11-28).
     """
-    if jax.default_backend() != "cpu":
+    if _default_platform() != "cpu":
         return None
     network = getattr(config.apply_fn, "dense_network", None)
     if network is None or not getattr(config.apply_fn, "reads_layered_vector", False):
@@ -906,7 +917,7 @@ def run_sweep(
                 f"got shape {h.shape}."
             )
     if vectorize is None:
-        vectorize = jax.default_backend() != "cpu"
+        vectorize = _default_platform() != "cpu"
     if active is not None:
         active = np.asarray(active, bool)
         if active.shape != (n_members,):

@@ -454,10 +454,10 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     from its block (``apply.reads_layered_vector``). Everything else carries the flat
     vector.
 
-    On the CPU backend only. The cost it removes is XLA:CPU's loops; on a GPU the flat
-    update is one fused kernel and the per-layer blocks add launches to a step that is
-    bound by them: on an H200 the MNIST MLP's DIAG step took 0.13-0.14 ms flat
-    (``speed_gpu.md`` of 2026-11-27) and 0.19-0.20 ms per layer (2026-11-28).
+    On a CPU only (:func:`_default_platform`). The cost it removes is XLA:CPU's loops; on
+    a GPU the flat update is one fused kernel and the per-layer blocks add launches to a
+    step that is bound by them: on an H200 the MNIST MLP's DIAG step took 0.13-0.14 ms
+    flat (``speed_gpu.md`` of 2026-11-27) and 0.19-0.20 ms per layer (2026-11-28).
     """
     if _default_platform() != "cpu":
         return None

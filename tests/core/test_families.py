@@ -422,7 +422,7 @@ def test_scan_carries_a_dense_diagonal_belief_by_layer_and_takes_the_flat_steps(
     taken one row at a time by ``update_step`` on the flat vectors, with the scan's keys
     (``fold_in(key, t)``), with and without the line search (at sigma0 = 3 it cuts 1-4 of
     the 12 moves of ``diag_mom`` and of MC-EF; none of ``diag`` LIN-HESS's)."""
-    from skbong.core._filter import _layered_network
+    from skbong.core._filter import _default_platform, _layered_network
     from skbong.core._predictive import PluginPredictive
 
     apply, _, mean0 = _mlp_and_plain()
@@ -434,7 +434,7 @@ def test_scan_carries_a_dense_diagonal_belief_by_layer_and_takes_the_flat_steps(
     state0 = config.family.init(mean0, jnp.asarray(3.0))
     record = PluginPredictive()
     # Per layer on a CPU only (on a GPU the per-layer blocks cost launches, see the function).
-    on_cpu = jax.default_backend() == "cpu"
+    on_cpu = _default_platform() == "cpu"
     assert (_layered_network(config, state0, jnp.asarray(X)[:, None], record, True) is not None) == on_cpu
     key = jax.random.PRNGKey(5)
     scanned, log_prob, _ = run_filter(config, state0, X, Y, hyper, key=key, record=record)
@@ -517,7 +517,7 @@ def test_scan_carries_flat_what_may_not_read_layers(x64):
     """The scan carries a belief per layer only for the built-in network functions: not for
     a function of the user's own that carries the same layout (it may read only flat
     vectors), nor for a DLR belief, BLR's steps, or a linearised record."""
-    from skbong.core._filter import _layered_network
+    from skbong.core._filter import _default_platform, _layered_network
     from skbong.core._predictive import LinearizedGaussian, PluginPredictive
 
     apply, _, mean0 = _mlp_and_plain()
@@ -534,9 +534,9 @@ def test_scan_carries_flat_what_may_not_read_layers(x64):
         (make_config(apply, "categorical", "diag", algorithm="blr"), None, False),
         (make_config(apply, "gaussian", "diag_mom"), LinearizedGaussian(), False),
     ]
+    on_cpu = _default_platform() == "cpu"  # per layer on a CPU only
     for config, record, layered in cases:
         state = config.family.init(mean0, jnp.asarray(0.5))
-        on_cpu = jax.default_backend() == "cpu"  # per layer on a CPU only
         assert (_layered_network(config, state, xs, record, True) is not None) == (layered and on_cpu)
     # The belief of a carried configuration leaves the scan flat, as it entered.
     config = cases[0][0]

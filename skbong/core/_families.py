@@ -700,10 +700,16 @@ def _low_rank_blocks(state: DLRState, layers) -> tuple[list, list]:
     16 MB copies of the first layer's block fewer, 11.2 -> 8.9 ms a DLR-10 step.
     """
 
+    def weighted(w_blocks, ups):
+        return [b / layer_block(ups, layer)[..., None] for layer, b in zip(layers, w_blocks)]
+
     def blocks(w, ups):
         w_blocks = [layer_block(w, layer) for layer in layers]
-        return w_blocks, [b / layer_block(ups, layer)[..., None] for layer, b in zip(layers, w_blocks)]
+        return w_blocks, weighted(w_blocks, ups)
 
+    if isinstance(state.low_rank, LayeredVector):  # the blocks are carried: no slice to copy
+        w_blocks = [layer_block(state.low_rank, layer) for layer in layers]
+        return w_blocks, _written_once(weighted, w_blocks, state.diag_precision)
     return _written_once(blocks, state.low_rank, state.diag_precision)
 
 
@@ -1046,7 +1052,7 @@ class DiagonalLowRank:
         # the new W, the dropped ones only into the diagonal.
         kept = extended_dot(vecs[:, : self.rank])
         rest = extended_dot(jnp.concatenate([vecs[:, self.rank :], coef[:, None]], axis=1))
-        mean = state.mean + lr * (pull + rest[:, -1] / ups)
+        mean = jax.tree.map(lambda m, r, u: m + lr * (pull + r[..., -1] / u), state.mean, rest, ups)
         # Without the KL term the move is delta = lr Upsilon^-1 W~ c (c = coef) and W is the
         # first R columns of W~, so delta^T (Upsilon + W W^T) delta = lr^2 (c^T H c +
         # |H[:R] c|^2) with the Gram H = W~^T Upsilon^-1 W~ already at hand: O(K^2), no pass
@@ -1055,10 +1061,10 @@ class DiagonalLowRank:
         move_quadratic = None
         if not with_kl:
             weighted_coef = jnp.sum(weighted * coef, axis=1)
-            head = weighted_coef[: state.low_rank.shape[1]]
+            head = weighted_coef[: k - n_coords]  # the rows of W
             move_quadratic = lr**2 * (coef @ weighted_coef + head @ head)
         if not self.spherical:  # LO-FI Eqs. 115-116 drop the discarded directions
-            ups = ups + jnp.sum(rest[:, :-1] ** 2, axis=1)
+            ups = jax.tree.map(lambda u, r: u + jnp.sum(r[..., :-1] ** 2, axis=-1), ups, rest)
         if isinstance(state, DLRGramState):
             top = vecs[:, : self.rank]
             return DLRGramState(mean, ups, kept, top.T @ gram @ top), move_quadratic
@@ -1151,16 +1157,20 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
     and the ``P x K`` root are never formed: at ``R = K = 10`` the Gram products cost
     ``4 R^2 P`` flops instead of ``4 (R + K)^2 P``. Every product with ``W`` is taken
     layer by layer, on each layer's bias and kernel as one block (:func:`layer_block`).
+    The belief's per-parameter fields may be flat arrays or, as the filter's scan carries
+    them on a CPU, :class:`~skbong.core._curvature.LayeredVector` blocks; ``W~ M`` then
+    comes in blocks too.
 
     Returns
     -------
     weighted, gram : arrays (R + B K, R + B K)
         ``W~^T Upsilon^-1 W~`` and ``W~^T W~``.
     extended_dot : callable
-        ``M -> W~ M`` for ``M`` of shape ``(R + B K, m)``.
+        ``M -> W~ M`` for ``M`` of shape ``(R + B K, m)``: ``(P, m)``, or a LayeredVector
+        of ``(n_in + 1, n_out, m)`` blocks where ``W`` is one.
     """
     ups, w = state.diag_precision, state.low_rank
-    rank = w.shape[1]
+    rank = w.blocks[0].shape[-1] if isinstance(w, LayeredVector) else w.shape[1]
     layers = factors.network.layers
     sens = [lr_root * d for d in factors.sens]
     w_blocks, weighted_blocks = _low_rank_blocks(state, layers)
@@ -1173,12 +1183,18 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
         w_gram = sum(b.T @ b for b in w_flat)
     w_weighted_gram = sum(b.T @ c.reshape(-1, rank) for b, c in zip(w_flat, weighted_blocks))
     gram = jnp.block([[w_gram, cross], [cross.T, _factor_gram(factors, sens, None)]])
-    weighted = jnp.block(
-        [[w_weighted_gram, weighted_cross], [weighted_cross.T, _factor_gram(factors, sens, 1.0 / ups)]]
-    )
+    ups_inverse = jax.tree.map(jnp.reciprocal, ups)
+    weighted_u_gram = _factor_gram(factors, sens, ups_inverse)
+    weighted = jnp.block([[w_weighted_gram, weighted_cross], [weighted_cross.T, weighted_u_gram]])
     offsets = [layer.bias for layer in layers]
 
     def extended_dot(m):
+        if isinstance(w, LayeredVector):
+            products = zip(layers, w_flat, w_blocks, factor_dot(factors, sens, m[rank:]))
+            by_offset = {
+                layer.bias: (b @ m[:rank] + u).reshape(block.shape[:2] + (-1,)) for layer, b, block, u in products
+            }
+            return LayeredVector(tuple(by_offset[offset] for offset in w.offsets), w.offsets)
         pieces = zip(offsets, w_flat, factor_dot(factors, sens, m[rank:]))
         # The layers' blocks cover the flat vector in the order of their offsets.
         return jnp.concatenate([b @ m[:rank] + u for _, b, u in sorted(pieces, key=lambda piece: piece[0])], axis=0)

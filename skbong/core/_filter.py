@@ -28,11 +28,10 @@ from ._curvature import (
     LinearizedHessian,
     LowRankCurvature,
     MonteCarloEF,
-    flat_rows,
     n_params,
 )
 from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
-from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DLRGramState, DLRState, FullCovariance
+from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DiagState, DLRGramState, DLRState, FullCovariance
 from ._predictive import PluginPredictive
 from ._rules import apply_rule
 
@@ -339,11 +338,11 @@ def _scan_stream(
     family, dynamics = config.family, config.dynamics
     rows_per_step = xs.shape[1]
     network = _layered_network(config, state, xs, record, static_belief)
-    if network is not None:
-        state = state._replace(mean=LayeredVector.of(state.mean, network), var=LayeredVector.of(state.var, network))
     carries_gram = _carries_low_rank_gram(config, static_belief)
     if carries_gram:
         state = DLRGramState(*state, state.low_rank.T @ state.low_rank)
+    if network is not None:
+        state = _per_parameter(state, partial(LayeredVector.of, network=network))
 
     def update(prior, x, y, m, key, step_hyper):
         return update_step(config, prior, x, y, m, step_hyper, key)
@@ -429,7 +428,7 @@ def _scan_stream(
     else:
         (state, _, noise), out = _prefix_scan(partial(body, base=None), carry, (xs, ys, weights), n_steps)
     if network is not None:
-        state = state._replace(mean=flat_rows(state.mean), var=flat_rows(state.var))
+        state = _per_parameter(state, _flat_parameters)
     if carries_gram:
         state = DLRState(state.mean, state.diag_precision, state.low_rank)
     valid = family.is_valid(state) if check_valid else None
@@ -449,7 +448,8 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     blocks once a call and joined once a call. Only where every reader of the belief in the
     step reads it per layer: a BONG step (no KL term, one inner step) of ``diag`` or
     ``diag_mom`` with the Kalman update, from LIN-HESS or (one row a step) MC-EF's local
-    draws, with no predict step, a plug-in record or none, and the network forward pass
+    draws, or of ``dlr`` from LIN-HESS, with no predict step, a plug-in record or none, and
+    the network forward pass
     (``apply``) of :class:`~skbong.core.ModuleSpec`, which reads a layer's bias and kernel
     from its block (``apply.reads_layered_vector``). Everything else carries the flat
     vector.
@@ -458,6 +458,13 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     a GPU the flat update is one fused kernel and the per-layer blocks add launches to a
     step that is bound by them: on an H200 the MNIST MLP's DIAG step took 0.13-0.14 ms
     flat (``speed_gpu.md`` of 2026-11-27) and 0.19-0.20 ms per layer (2026-11-28).
+
+    The DLR step (``_dlr_factored_products``) takes its products with ``W`` layer by layer
+    either way; carried flat, each step copies the layers' blocks out of ``W`` and joins
+    the new ``W`` from them. Per layer, on the MLPs 784-h-10 on MNIST (DLR-10 LIN-HESS,
+    ``run_filter`` in calls of 64 rows, 2-core AMD EPYC, alternating processes): 1.12-1.15
+    against 1.27-1.34 ms a step at P = 100k, 7.7-7.8 against 8.2-8.5 at 400k, the same
+    (0.47-0.49) at 32k.
     """
     if _default_platform() != "cpu":
         return None
@@ -465,7 +472,8 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     if network is None or not getattr(config.apply_fn, "reads_layered_vector", False):
         return None  # a network function of the user's own may carry a layout, and read only flat vectors
     family, dynamics = config.family, config.dynamics
-    if not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman:
+    low_rank = isinstance(family, DiagonalLowRank) and isinstance(config.estimator, LinearizedHessian)
+    if not low_rank and (not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman):
         return None
     if not _only_bong_steps(config, static_belief):
         return None
@@ -479,6 +487,22 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     if state.mean.ndim != 1 or not network.covers(n_params(state.mean), xs[0]):
         return None
     return network
+
+
+def _per_parameter(state, convert):
+    """``state`` with ``convert`` applied to its fields that have a row per parameter: the
+    mean and variances of a diagonal belief; the mean, ``Upsilon`` and ``W`` of a DLR one."""
+    if isinstance(state, DiagState):
+        return state._replace(mean=convert(state.mean), var=convert(state.var))
+    return state._replace(
+        mean=convert(state.mean), diag_precision=convert(state.diag_precision), low_rank=convert(state.low_rank)
+    )
+
+
+def _flat_parameters(v: LayeredVector) -> jax.Array:
+    """The flat array ``(P, ...)`` of a :class:`LayeredVector` whose blocks are
+    ``(n_in + 1, n_out, ...)``."""
+    return jnp.concatenate([block.reshape((-1,) + block.shape[2:]) for block in v.blocks], axis=0)
 
 
 def _carries_low_rank_gram(config: FilterConfig, static_belief: bool) -> bool:

@@ -454,14 +454,15 @@ def test_scan_carries_a_dense_diagonal_belief_by_layer_and_takes_the_flat_steps(
 @pytest.mark.parametrize("backtrack", [False, True])
 def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_steps(family, backtrack, x64):
     """A BONG scan carries ``W^T W`` beside a DLR belief (``DLRGramState``) and updates it
-    from the step's small matrices; its beliefs and records are those of ``update_step``
-    on a plain ``DLRState`` one row at a time, which forms ``W^T W`` from ``W``. Checked
+    from the step's small matrices, and on a CPU carries the belief per layer
+    (``_layered_network``); its beliefs and records are those of ``update_step`` on a
+    flat ``DLRState`` one row at a time, which forms ``W^T W`` from ``W``. Checked
     on ``W W^T`` (``W`` itself is defined up to a rotation of its columns). LIN-HESS:
     MC-EF's local draws are taken along ``W``'s columns, so that the round-off of two
     ways of computing the same belief changes its draws (the scan and ``update_step``
     part after a few steps with or without the carried matrix), not their law."""
     from skbong.core._families import DLRState
-    from skbong.core._filter import _carries_low_rank_gram
+    from skbong.core._filter import _carries_low_rank_gram, _default_platform, _layered_network
     from skbong.core._predictive import PluginPredictive
 
     apply, _, mean0 = _mlp_and_plain()
@@ -473,6 +474,8 @@ def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_
     assert _carries_low_rank_gram(config, True) and not _carries_low_rank_gram(config, False)
     state0 = config.family.init(mean0, jnp.asarray(3.0))
     record = PluginPredictive()
+    on_cpu = _default_platform() == "cpu"
+    assert (_layered_network(config, state0, jnp.asarray(X)[:, None], record, True) is not None) == on_cpu
     key = jax.random.PRNGKey(6)
     scanned, log_prob, _ = run_filter(config, state0, X, Y, hyper, key=key, record=record)
     assert type(scanned) is DLRState  # the Gram matrix stays inside the scan
@@ -516,7 +519,8 @@ def test_a_step_from_a_carried_gram_matrix_gives_that_of_its_new_factor(hessian,
 def test_scan_carries_flat_what_may_not_read_layers(x64):
     """The scan carries a belief per layer only for the built-in network functions: not for
     a function of the user's own that carries the same layout (it may read only flat
-    vectors), nor for a DLR belief, BLR's steps, or a linearised record."""
+    vectors), nor for a DLR belief from MC-EF (its local draws read ``W`` flat) or LIN-EF
+    (no factored root), BLR's steps, or a linearised record."""
     from skbong.core._filter import _default_platform, _layered_network
     from skbong.core._predictive import LinearizedGaussian, PluginPredictive
 
@@ -530,7 +534,9 @@ def test_scan_carries_flat_what_may_not_read_layers(x64):
     cases = [
         (make_config(apply, "categorical", "diag"), PluginPredictive(), True),
         (make_config(own, "categorical", "diag"), None, False),
-        (make_config(apply, "categorical", "dlr", rank=2), None, False),
+        (make_config(apply, "categorical", "dlr", rank=2), PluginPredictive(), True),
+        (make_config(apply, "categorical", "dlr", rank=2, hessian="mc_ef"), None, False),
+        (make_config(apply, "categorical", "dlr", rank=2, hessian="lin_ef"), None, False),
         (make_config(apply, "categorical", "diag", algorithm="blr"), None, False),
         (make_config(apply, "gaussian", "diag_mom"), LinearizedGaussian(), False),
     ]
@@ -539,9 +545,10 @@ def test_scan_carries_flat_what_may_not_read_layers(x64):
         state = config.family.init(mean0, jnp.asarray(0.5))
         assert (_layered_network(config, state, xs, record, True) is not None) == (layered and on_cpu)
     # The belief of a carried configuration leaves the scan flat, as it entered.
-    config = cases[0][0]
-    after = run_filter(config, config.family.init(mean0, jnp.asarray(0.5)), np.ones((3, 4)), np.eye(3), Hyperparameters(1.0, 1.0, 0.0))
-    assert after.mean.shape == mean0.shape and after.var.shape == mean0.shape
+    for config in (cases[0][0], cases[2][0]):
+        before = config.family.init(mean0, jnp.asarray(0.5))
+        after = run_filter(config, before, np.ones((3, 4)), np.eye(3), Hyperparameters(1.0, 1.0, 0.0))
+        assert jax.tree.map(jnp.shape, after) == jax.tree.map(jnp.shape, before)
 
 
 def _belief(family, mean0, rng, first=None, spread=1.0):

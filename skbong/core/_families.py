@@ -120,9 +120,9 @@ class DLRGramState(NamedTuple):
     ``P x R`` factor. The new ``W`` is ``W~ V_R`` (the top ``R`` eigenvectors), so its Gram
     matrix is ``V_R^T (W~^T W~) V_R``, from matrices of size ``R + K``: carried, it spares
     each step that pass (MLPs 784-h-10 on MNIST, DLR-10 LIN-HESS through ``run_filter`` in
-    calls of 64 rows, 2-core AMD EPYC: 10-18% less time a step at P = 32k-400k). It is
-    formed from ``W`` once a call, so float round-off cannot accumulate over more than one
-    call's steps.
+    calls of 64 rows, 2-core AMD EPYC: 10-18% less time a step at P = 32k-400k; MC-EF
+    13-22%). It is formed from ``W`` once a call, so float round-off cannot accumulate over
+    more than one call's steps.
     """
 
     mean: jax.Array  # (P,)
@@ -583,7 +583,7 @@ def _dlr_pre_activation_draws(state: DLRState, key, n_samples: int, x: jax.Array
     dtype = state.mean.dtype
     first, rest = network.layers[0], network.layers[1:]
     keys = jax.random.split(key, len(network.layers) + 1)
-    rank = state.low_rank.shape[1]
+    rank = _factor_rank(state.low_rank)
     ups_blocks = [layer_block(state.diag_precision, layer) for layer in network.layers]
     # Upsilon^{-1} W is read by the Gram matrices and by G.
     w_blocks, scaled = _low_rank_blocks(state, network.layers)
@@ -689,6 +689,25 @@ def _written_once(fn, *args):
     """
     first = jnp.ravel(jax.tree.leaves(args)[0])[0]
     return jax.lax.cond(first == first, fn, fn, *args)
+
+
+def _signed_by_largest_entry(vecs: jax.Array) -> jax.Array:
+    """The columns of ``vecs``, each with the sign that makes its largest entry (in
+    absolute value) positive.
+
+    An eigensolver fixes each eigenvector up to its sign, and round-off can flip that
+    sign: the same DLR step compiled into two programs gave ``W`` columns of opposite
+    signs. The belief does not see it, but MC-EF's local draws are taken along ``W``'s
+    columns (:func:`_dlr_pre_activation_draws`), so the two programs then drew other
+    numbers from the same key. With this sign, ``W`` is a continuous function of the step's
+    inputs (except where two entries tie for the largest)."""
+    largest = jnp.take_along_axis(vecs, jnp.argmax(jnp.abs(vecs), axis=0)[None], axis=0)
+    return vecs * jnp.where(largest < 0, -1.0, 1.0).astype(vecs.dtype)
+
+
+def _factor_rank(w) -> int:
+    """The number of columns of a DLR factor ``W``, flat ``(P, R)`` or per layer."""
+    return w.blocks[0].shape[-1] if isinstance(w, LayeredVector) else w.shape[1]
 
 
 def _low_rank_blocks(state: DLRState, layers) -> tuple[list, list]:
@@ -1047,7 +1066,7 @@ class DiagonalLowRank:
             weighted, rhs = weighted[:, :k], rhs - weighted[:, k]
         coef = jnp.linalg.solve(jnp.eye(k, dtype=ups.dtype) + weighted, rhs)
         _, vecs = jnp.linalg.eigh(gram)  # ascending eigenvalues
-        vecs = vecs[:, ::-1]
+        vecs = _signed_by_largest_entry(vecs[:, ::-1])
         # Columns of W~ V = singular vectors x singular values; the kept ones go straight into
         # the new W, the dropped ones only into the diagonal.
         kept = extended_dot(vecs[:, : self.rank])
@@ -1170,7 +1189,7 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
         of ``(n_in + 1, n_out, m)`` blocks where ``W`` is one.
     """
     ups, w = state.diag_precision, state.low_rank
-    rank = w.blocks[0].shape[-1] if isinstance(w, LayeredVector) else w.shape[1]
+    rank = _factor_rank(w)
     layers = factors.network.layers
     sens = [lr_root * d for d in factors.sens]
     w_blocks, weighted_blocks = _low_rank_blocks(state, layers)

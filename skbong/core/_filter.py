@@ -448,8 +448,8 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     blocks once a call and joined once a call. Only where every reader of the belief in the
     step reads it per layer: a BONG step (no KL term, one inner step) of ``diag`` or
     ``diag_mom`` with the Kalman update, from LIN-HESS or (one row a step) MC-EF's local
-    draws, or of ``dlr`` from LIN-HESS, with no predict step, a plug-in record or none, and
-    the network forward pass
+    draws, or of ``dlr`` from the same two, with no predict step, a plug-in record or none,
+    and the network forward pass
     (``apply``) of :class:`~skbong.core.ModuleSpec`, which reads a layer's bias and kernel
     from its block (``apply.reads_layered_vector``). Everything else carries the flat
     vector.
@@ -461,10 +461,11 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
 
     The DLR step (``_dlr_factored_products``) takes its products with ``W`` layer by layer
     either way; carried flat, each step copies the layers' blocks out of ``W`` and joins
-    the new ``W`` from them. Per layer, on the MLPs 784-h-10 on MNIST (DLR-10 LIN-HESS,
-    ``run_filter`` in calls of 64 rows, 2-core AMD EPYC, alternating processes): 1.12-1.15
-    against 1.27-1.34 ms a step at P = 100k, 7.7-7.8 against 8.2-8.5 at 400k, the same
-    (0.47-0.49) at 32k.
+    the new ``W`` from them. Per layer, on the MLPs 784-h-10 on MNIST (DLR-10,
+    ``run_filter`` in calls of 64 rows, 2-core AMD EPYC, alternating processes): LIN-HESS
+    1.12-1.15 against 1.27-1.34 ms a step at P = 100k, 7.7-7.8 against 8.2-8.5 at 400k,
+    the same (0.47-0.49) at 32k; MC-EF 0.575 against 0.62-0.63 at 32k, 1.43-1.46 against
+    1.55-1.60 at 100k and 8.6-9.0 against 9.2 at 400k.
     """
     if _default_platform() != "cpu":
         return None
@@ -472,8 +473,7 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     if network is None or not getattr(config.apply_fn, "reads_layered_vector", False):
         return None  # a network function of the user's own may carry a layout, and read only flat vectors
     family, dynamics = config.family, config.dynamics
-    low_rank = isinstance(family, DiagonalLowRank) and isinstance(config.estimator, LinearizedHessian)
-    if not low_rank and (not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman):
+    if not isinstance(family, DiagonalLowRank) and (not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman):
         return None
     if not _only_bong_steps(config, static_belief):
         return None
@@ -509,20 +509,22 @@ def _carries_low_rank_gram(config: FilterConfig, static_belief: bool) -> bool:
     """Whether the scan carries a DLR belief with the Gram matrix of its factor
     (:class:`~skbong.core._families.DLRGramState`): where every step that changes the
     belief is a BONG step (a natural step without the KL term, one inner step), which
-    keeps that Gram matrix up to date from its own small matrices, from a linearised
-    curvature. A predict step (the dynamics, inflation) or a plain-gradient step would
-    change ``W`` without it.
+    keeps that Gram matrix up to date from its own small matrices, from a low-rank
+    curvature (LIN-HESS, LIN-EF, MC-EF). A predict step (the dynamics, inflation) or a
+    plain-gradient step would change ``W`` without it.
 
     The carried matrix and one formed from ``W`` differ by round-off, so a stream cut
-    into calls at other rows gives beliefs that differ by round-off, not bit for bit: the
-    precision ``Upsilon + W W^T`` to round-off, ``W`` itself up to a rotation (or sign) of
-    its columns where eigenvalues are close, which the belief does not see. The
-    Monte-Carlo estimators keep forming it: their local draws are taken along ``W``'s
-    columns (``_dlr_pre_activation_draws``), so such a rotation would change the draws,
-    and a row's draws must depend on its position in the stream alone."""
+    into calls at other rows gives beliefs that differ by round-off, not bit for bit.
+    ``W`` itself, whose columns MC-EF's local draws follow (``_dlr_pre_activation_draws``),
+    also differs by round-off only, as the step fixes the sign of its eigenvectors
+    (``_signed_by_largest_entry``), except where two kept eigenvalues are so close that
+    round-off turns ``W``'s columns within their span: the draws then differ, not their
+    law. Carried for MC-EF since 2026-11-28 (DLR-10 on the MNIST MLPs, ``run_filter`` in
+    calls of 64 rows, 2-core AMD EPYC, with the belief per layer: 0.52 against 0.60 ms a
+    step at P = 32k, 1.19-1.21 against 1.54-1.56 at 100k, 7.45 against 8.9 at 400k)."""
     return (
         isinstance(config.family, DiagonalLowRank)
-        and isinstance(config.estimator, (LinearizedHessian, LinearizedEF))
+        and isinstance(config.estimator, (LinearizedHessian, LinearizedEF, MonteCarloEF))
         and _only_bong_steps(config, static_belief)
     )
 

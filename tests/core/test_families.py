@@ -450,17 +450,17 @@ def test_scan_carries_a_dense_diagonal_belief_by_layer_and_takes_the_flat_steps(
     assert np.max(np.abs(np.asarray(state.mean) - np.asarray(mean0))) > 1e-2
 
 
-@pytest.mark.parametrize("family", ["dlr", "slr"])
+@pytest.mark.parametrize("family, hessian", [("dlr", "lin_hess"), ("slr", "lin_hess"), ("dlr", "mc_ef")])
 @pytest.mark.parametrize("backtrack", [False, True])
-def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_steps(family, backtrack, x64):
+def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_steps(family, hessian, backtrack, x64):
     """A BONG scan carries ``W^T W`` beside a DLR belief (``DLRGramState``) and updates it
     from the step's small matrices, and on a CPU carries the belief per layer
     (``_layered_network``); its beliefs and records are those of ``update_step`` on a
     flat ``DLRState`` one row at a time, which forms ``W^T W`` from ``W``. Checked
-    on ``W W^T`` (``W`` itself is defined up to a rotation of its columns). LIN-HESS:
-    MC-EF's local draws are taken along ``W``'s columns, so that the round-off of two
-    ways of computing the same belief changes its draws (the scan and ``update_step``
-    part after a few steps with or without the carried matrix), not their law."""
+    on ``W W^T`` (the belief's own), and on ``W`` for MC-EF, whose local draws are taken
+    along ``W``'s columns: without the sign of the step's eigenvectors fixed
+    (``_signed_by_largest_entry``) the round-off of the two ways flipped a column of ``W``
+    and the two parted after three steps."""
     from skbong.core._families import DLRState
     from skbong.core._filter import _carries_low_rank_gram, _default_platform, _layered_network
     from skbong.core._predictive import PluginPredictive
@@ -470,7 +470,7 @@ def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_
     X = rng.normal(size=(12, 4)) * 2.0
     Y = np.eye(3)[rng.integers(0, 3, 12)]
     hyper = Hyperparameters(1.0, 1.0, 0.0)
-    config = make_config(apply, "categorical", family, rank=2, backtrack=backtrack)
+    config = make_config(apply, "categorical", family, rank=2, hessian=hessian, n_mc_samples=4, backtrack=backtrack)
     assert _carries_low_rank_gram(config, True) and not _carries_low_rank_gram(config, False)
     state0 = config.family.init(mean0, jnp.asarray(3.0))
     record = PluginPredictive()
@@ -490,6 +490,8 @@ def test_scan_carries_the_gram_matrix_of_the_low_rank_factor_and_takes_the_same_
     np.testing.assert_allclose(scanned.diag_precision, state.diag_precision, rtol=1e-9)
     low_rank = np.asarray(state.low_rank @ state.low_rank.T)
     np.testing.assert_allclose(scanned.low_rank @ scanned.low_rank.T, low_rank, atol=1e-10 * np.abs(low_rank).max())
+    if hessian == "mc_ef":
+        np.testing.assert_allclose(scanned.low_rank, state.low_rank, atol=1e-9 * np.abs(state.low_rank).max())
     np.testing.assert_allclose(log_prob, log_probs, rtol=1e-9, atol=1e-12)
     assert np.max(np.abs(np.asarray(state.mean) - np.asarray(mean0))) > 1e-2
 
@@ -516,11 +518,29 @@ def test_a_step_from_a_carried_gram_matrix_gives_that_of_its_new_factor(hessian,
     np.testing.assert_allclose(carried.low_rank @ carried.low_rank.T, plain.low_rank @ plain.low_rank.T, atol=1e-10)
 
 
+def test_eigenvectors_get_the_sign_of_their_largest_entry(x64):
+    """``_signed_by_largest_entry`` keeps eigenvectors (``A v = lambda v``) and gives each
+    the sign that makes its largest entry positive, whatever sign the solver returned."""
+    from skbong.core._families import _signed_by_largest_entry
+
+    rng = np.random.default_rng(10)
+    root = rng.normal(size=(6, 6))
+    matrix = root @ root.T
+    values, vecs = np.linalg.eigh(matrix)
+    flips = np.array([1.0, -1.0, -1.0, 1.0, -1.0, 1.0])
+    for given in (vecs, vecs * flips):
+        signed = np.asarray(_signed_by_largest_entry(jnp.asarray(given)))
+        np.testing.assert_allclose(matrix @ signed, signed * values, atol=1e-10)
+        assert np.all(signed[np.argmax(np.abs(signed), axis=0), np.arange(6)] > 0)
+        np.testing.assert_allclose(np.abs(signed), np.abs(vecs))
+    np.testing.assert_array_equal(_signed_by_largest_entry(jnp.asarray(vecs)), _signed_by_largest_entry(jnp.asarray(vecs * flips)))
+
+
 def test_scan_carries_flat_what_may_not_read_layers(x64):
     """The scan carries a belief per layer only for the built-in network functions: not for
     a function of the user's own that carries the same layout (it may read only flat
-    vectors), nor for a DLR belief from MC-EF (its local draws read ``W`` flat) or LIN-EF
-    (no factored root), BLR's steps, or a linearised record."""
+    vectors), nor for a DLR belief from LIN-EF (no factored root), BLR's steps, or a
+    linearised record."""
     from skbong.core._filter import _default_platform, _layered_network
     from skbong.core._predictive import LinearizedGaussian, PluginPredictive
 
@@ -535,7 +555,7 @@ def test_scan_carries_flat_what_may_not_read_layers(x64):
         (make_config(apply, "categorical", "diag"), PluginPredictive(), True),
         (make_config(own, "categorical", "diag"), None, False),
         (make_config(apply, "categorical", "dlr", rank=2), PluginPredictive(), True),
-        (make_config(apply, "categorical", "dlr", rank=2, hessian="mc_ef"), None, False),
+        (make_config(apply, "categorical", "dlr", rank=2, hessian="mc_ef"), None, True),
         (make_config(apply, "categorical", "dlr", rank=2, hessian="lin_ef"), None, False),
         (make_config(apply, "categorical", "diag", algorithm="blr"), None, False),
         (make_config(apply, "gaussian", "diag_mom"), LinearizedGaussian(), False),

@@ -449,10 +449,9 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     step reads it per layer: a BONG step (no KL term, one inner step) of ``diag`` or
     ``diag_mom`` with the Kalman update, from LIN-HESS or (one row a step) MC-EF's local
     draws, or of ``dlr`` from the same two, with no predict step, a plug-in record or none,
-    and the network forward pass
-    (``apply``) of :class:`~skbong.core.ModuleSpec`, which reads a layer's bias and kernel
-    from its block (``apply.reads_layered_vector``). Everything else carries the flat
-    vector.
+    and the network forward pass (``apply``) of :class:`~skbong.core.ModuleSpec`, which
+    reads a layer's bias and kernel from its block (``apply.reads_layered_vector``).
+    Everything else carries the flat vector.
 
     On a CPU only (:func:`_default_platform`). The cost it removes is XLA:CPU's loops; on
     a GPU the flat update is one fused kernel and the per-layer blocks add launches to a
@@ -473,7 +472,8 @@ def _layered_network(config: FilterConfig, state, xs, record, static_belief: boo
     if network is None or not getattr(config.apply_fn, "reads_layered_vector", False):
         return None  # a network function of the user's own may carry a layout, and read only flat vectors
     family, dynamics = config.family, config.dynamics
-    if not isinstance(family, DiagonalLowRank) and (not isinstance(family, (Diagonal, DiagonalMoment)) or not family.kalman):
+    kalman_diagonal = isinstance(family, (Diagonal, DiagonalMoment)) and family.kalman
+    if not (kalman_diagonal or isinstance(family, DiagonalLowRank)):
         return None
     if not _only_bong_steps(config, static_belief):
         return None

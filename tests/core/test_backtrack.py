@@ -49,19 +49,35 @@ def test_precision_quadratic_is_the_dense_one(family, x64):
     np.testing.assert_allclose(config.family.precision_quadratic(state, jnp.asarray(v)), expected, rtol=1e-10)
 
 
-@pytest.mark.parametrize("family", ["dlr", "slr"])
-def test_move_quadratic_of_the_low_rank_step_is_the_dense_one(family, x64):
-    """The line search's penalty that the DLR natural step returns from its small Gram
-    matrix is ``delta^T (Upsilon + W W^T) delta`` of its mean move, formed densely."""
+def _mlp():
+    """A built-in MLP ``D -> 4 -> C``, whose curvature comes in factored form."""
+    from flax import nnx
+
+    from skbong.core import MLP, flatten_module
+
+    apply, mean0 = flatten_module(MLP((D, 4, C), "tanh", rngs=nnx.Rngs(0)))
+    return apply, np.asarray(mean0, np.float64)
+
+
+@pytest.mark.parametrize(
+    "family, model",
+    [("dlr", "linear"), ("slr", "linear"), ("diag", "linear"), ("diag_mom", "linear"), ("diag", "mlp"), ("diag_mom", "mlp")],
+)
+def test_move_quadratic_of_the_low_rank_step_is_the_dense_one(family, model, x64):
+    """The line search's penalty that the DLR natural step, and the diagonal families'
+    Kalman step (from the root, and from a dense network's factors), return from their
+    small matrices is ``delta^T Sigma^{-1} delta`` of the mean move under the prior
+    precision, formed densely."""
     rng = np.random.default_rng(3)
-    config = make_config(_linear, "categorical", family, rank=2)
-    state = config.family.init(jnp.asarray(rng.normal(size=D * C)), jnp.asarray(0.7))
+    apply, mean0 = (_linear, rng.normal(size=D * C)) if model == "linear" else _mlp()
+    config = make_config(apply, "categorical", family, rank=2)
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(0.7))
     X, Y = rng.normal(size=(5, D)), np.eye(C)[rng.integers(C, size=5)]
     state = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0))
     x, y = jnp.asarray(rng.normal(size=(2, D))), jnp.asarray(np.eye(C)[[0, 2]])
 
     def curvature_at(current, key):
-        return config.estimator(_linear, config.likelihood, config.family, current, x, y, jnp.ones(2), 1.0, key)
+        return config.estimator(apply, config.likelihood, config.family, current, x, y, jnp.ones(2), 1.0, key)
 
     key = jax.random.PRNGKey(0)
     updated, quadratic = apply_rule(config.rule, config.family, state, curvature_at, 1.0, key, move_quadratic=True)
@@ -74,7 +90,7 @@ def test_move_quadratic_of_the_low_rank_step_is_the_dense_one(family, x64):
     plain = apply_rule(config.rule, config.family, state, curvature_at, 1.0, key)
     for got, want in zip(updated, plain):
         np.testing.assert_array_equal(got, want)
-    blr = make_config(_linear, "categorical", family, rank=2, algorithm="blr")
+    blr = make_config(apply, "categorical", family, rank=2, algorithm="blr")
     _, none = apply_rule(blr.rule, blr.family, state, curvature_at, 0.5, key, move_quadratic=True)
     assert none is None
 

@@ -168,8 +168,8 @@ def _scan_options(config, state, *args, **kwargs) -> dict:
     """CPU options of a filter's scan (single or swept) over the belief ``state``: for
     compile time below :data:`SMALL_NETWORK` parameters, else :data:`CPU_COMPILER_OPTIONS`."""
     del config, args, kwargs
-    n_parameters = n_params(state.mean) if state.mean.ndim <= 1 else state.mean.shape[-1]
-    return CPU_SMALL_NETWORK_OPTIONS if n_parameters < SMALL_NETWORK else CPU_COMPILER_OPTIONS
+    # Outside the scan the mean is a flat array: (P,), or (K, P) for a sweep's members.
+    return CPU_SMALL_NETWORK_OPTIONS if state.mean.shape[-1] < SMALL_NETWORK else CPU_COMPILER_OPTIONS
 
 
 def _jit(static_argnames, cpu_options=CPU_COMPILER_OPTIONS):

@@ -1233,9 +1233,15 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
 
     def extended_dot(m):
         if isinstance(w, LayeredVector):
-            products = zip(layers, w_flat, w_blocks, factor_dot(factors, sens, m[rank:]))
+            # W's part as a sum of R scaled slices of each block, which XLA fuses into the
+            # elementwise work that consumes it (the new W, Upsilon and the mean) instead of
+            # a matrix product written out and read back. m's rows are written once first:
+            # fused, the eigenvectors' sign rule would be recomputed for every entry.
+            m_w = _written_once(lambda a: a * 1, m[:rank])
+            products = zip(layers, w_blocks, factor_dot(factors, sens, m[rank:]))
             by_offset = {
-                layer.bias: (b @ m[:rank] + u).reshape(block.shape[:2] + (-1,)) for layer, b, block, u in products
+                layer.bias: _summed_slices(block, m_w) + u.reshape(block.shape[:2] + (-1,))
+                for layer, block, u in products
             }
             return LayeredVector(tuple(by_offset[offset] for offset in w.offsets), w.offsets)
         pieces = zip(offsets, w_flat, factor_dot(factors, sens, m[rank:]))
@@ -1243,6 +1249,18 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
         return jnp.concatenate([b @ m[:rank] + u for _, b, u in sorted(pieces, key=lambda piece: piece[0])], axis=0)
 
     return weighted, gram, extended_dot
+
+
+def _summed_slices(block: jax.Array, m: jax.Array) -> jax.Array:
+    """``block @ m`` over ``block``'s last axis of length ``k = m.shape[0]``, as the sum of
+    the ``k`` slices ``block[..., j:j+1] * m[j]``: one elementwise expression that XLA fuses
+    into its consumers. On a CPU, XLA's matrix product of a tall ``(P, 10)`` block with a
+    ``(10, 11)`` matrix runs at about 15 GB/s (packing both operands), and its result is
+    written out and read back by each consumer."""
+    out = block[..., 0:1] * m[0]
+    for j in range(1, m.shape[0]):
+        out = out + block[..., j : j + 1] * m[j]
+    return out
 
 
 def _woodbury_factors(ups: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:

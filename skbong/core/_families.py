@@ -1235,9 +1235,12 @@ def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):
         if isinstance(w, LayeredVector):
             # W's part as a sum of R scaled slices of each block, which XLA fuses into the
             # elementwise work that consumes it (the new W, Upsilon and the mean) instead of
-            # a matrix product written out and read back. m's rows are written once first:
-            # fused, the eigenvectors' sign rule would be recomputed for every entry.
-            m_w = _written_once(lambda a: a * 1, m[:rank])
+            # a matrix product written out and read back. m's rows must be written out
+            # first: fused, the eigenvectors' sign rule is recomputed for every entry (a
+            # step at P = 400k: 14.8 ms against 5.8). A product with the identity writes them
+            # out, also under vmap, where _written_once's conditional becomes a select (a
+            # sweep of 5 members at P = 100k: 26 ms a step with it, 13 with the product).
+            m_w = m[:rank] @ jnp.eye(m.shape[1], dtype=m.dtype)
             products = zip(layers, w_blocks, factor_dot(factors, sens, m[rank:]))
             by_offset = {
                 layer.bias: _summed_slices(block, m_w) + u.reshape(block.shape[:2] + (-1,))

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _report import markdown_table, write
-from speed import machine_rates
+from speed import MachineRates
 from flax import nnx
 
 from skbong.core import MLP, ModuleSpec, make_config, module_params
@@ -173,7 +173,7 @@ def main():
     X, Y, _, _ = mnist_stream(seed=0)
     x = jnp.asarray(X[:1], jnp.float32)
     y = jnp.asarray(np.eye(10, dtype=np.float32)[np.asarray(Y[:1])])
-    _, rate, _ = machine_rates()
+    rate = MachineRates().bandwidth
     rows = []
     for width in widths:
         for family in FAMILIES:

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from _report import markdown_table, write
-from speed import machine_rates
+from speed import MachineRates
 
 from skbong.core._filter import CPU_COMPILER_OPTIONS, MATMUL_PRECISION, jit_with_options
 
@@ -212,7 +212,8 @@ def main():
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    square_flops, bandwidth, _ = machine_rates()
+    rates = MachineRates()
+    square_flops, bandwidth = rates.flop_rate, rates.bandwidth
     square_rate = square_flops / 1e9  # GFLOP/s
     parity = parity_rows(args.steps, args.rounds)
     assembly, names = assembly_rows(args.steps, args.rounds)

@@ -13,10 +13,11 @@ compiled predict + update of one observation; its bytes count every operand acce
 cached or not, so they are reported but not used for the floor). The floor of a step is
 ``max(FLOPs / matmul rate, 2 x belief bytes / bandwidth)``: the arithmetic at the
 measured matmul rate, or reading and writing the belief once at the measured bandwidth,
-both measured here, on the default device, before the sweep (``machine_rates``). Column
+both measured here, on the default device, before the timed calls and again after each
+round of them, the fastest kept (``MachineRates``). Column
 "bound" adds what that floor cannot see: the time MC-EF's normal draws take alone
 (timed in each cell, between its own steady calls), and DLR-10's time at the rate of a
-tall ``P x 20`` Gram product (``tall_gram_rate``). The
+tall ``P x 20`` Gram product (probed with the others). The
 slope of log(time) against log(P) is fitted over P >= 10k per method.
 
 Targets (issue 5; the paper's reference implementation on this machine type):
@@ -96,39 +97,51 @@ def fastest_call(fn, arg) -> float:
     return min(times)
 
 
-def machine_rates() -> tuple[float, float, str]:
-    """Measured float32 matmul rate (FLOP/s) and streaming bandwidth (bytes/s) in JAX on the
-    default device, and a description of the two probes.
+class MachineRates:
+    """The float32 matmul rate (FLOP/s), the streaming bandwidth (bytes/s) and the rate of
+    the Gram matrix of a tall ``2^19 x 20`` matrix, measured in JAX on the default device,
+    each the fastest of every probe taken so far (``probe``).
 
     The matmul runs at the precision the filter's own products use (``MATMUL_PRECISION``,
     true float32: no TF32 tensor cores on an NVIDIA GPU). The probes are sized to fill the
-    device: 2048^2 and 128 MB on a CPU, 8192^2 and 1 GB on an accelerator.
+    device: 2048^2 and 128 MB on a CPU, 8192^2 and 1 GB on an accelerator. The tall Gram
+    matrix has the shape of DLR-10's ``P x (R + K)`` factor, whose products run far below
+    the square matmul's rate. A floor takes the fastest rate seen: this project's hosts
+    share their memory with other machines, and one probe's bandwidth moved between 65
+    and 116 GB/s from run to run, so the probes are taken again after every round of timed
+    calls (``time_cells``).
     """
-    on_cpu = jax.default_backend() == "cpu"
-    n, n_bytes = (2048, 2**27) if on_cpu else (8192, 2**30)
-    a = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
-    matmul = jax.jit(lambda a: jnp.matmul(a, a, precision=MATMUL_PRECISION))
-    flops = 2 * n**3 / fastest_call(matmul, a)
-    # Updated in place (donated), so no fresh pages are faulted in per call.
-    x = jax.random.normal(jax.random.PRNGKey(1), (n_bytes // 4,), jnp.float32)
-    add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
-    x = add(x).block_until_ready()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        x = add(x).block_until_ready()
-        times.append(time.perf_counter() - start)
-    probes = f"{n}^2 float32 at precision {MATMUL_PRECISION!r}; in-place add over {n_bytes // 2**20} MB"
-    return flops, 2 * x.nbytes / min(times), probes
 
+    def __init__(self):
+        on_cpu = jax.default_backend() == "cpu"
+        n, n_bytes = (2048, 2**27) if on_cpu else (8192, 2**30)
+        self.square = jax.random.normal(jax.random.PRNGKey(0), (n, n), jnp.float32)
+        self.matmul = jax.jit(lambda a: jnp.matmul(a, a, precision=MATMUL_PRECISION))
+        # Updated in place (donated), so no fresh pages are faulted in per call.
+        self.stream = jax.random.normal(jax.random.PRNGKey(1), (n_bytes // 4,), jnp.float32)
+        self.add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+        self.stream = self.add(self.stream).block_until_ready()
+        self.tall = jax.random.normal(jax.random.PRNGKey(2), (2**19, 20), jnp.float32)
+        self.gram = jax.jit(lambda x: jnp.matmul(x.T, x, precision=MATMUL_PRECISION))
+        self.description = (
+            f"{n}^2 float32 at precision {MATMUL_PRECISION!r}; in-place add over {n_bytes // 2**20} MB"
+        )
+        self.flop_rate = self.bandwidth = self.tall_rate = 0.0
+        self.n_probes = 0
+        self.probe()
 
-def tall_gram_rate() -> float:
-    """FLOP/s of the Gram matrix ``X^T X`` of a tall ``2^19 x 20`` float32 ``X``, the shape of
-    DLR-10's ``P x (R + K)`` factor, whose products run far below the square matmul's rate;
-    measured as ``machine_rates``."""
-    tall = jax.random.normal(jax.random.PRNGKey(2), (2**19, 20), jnp.float32)
-    gram = jax.jit(lambda x: jnp.matmul(x.T, x, precision=MATMUL_PRECISION))
-    return 2 * 2**19 * 20 * 20 / fastest_call(gram, tall)
+    def probe(self) -> None:
+        """Measure the three rates again (fastest of 5 calls each) and keep the fastest."""
+        n = self.square.shape[0]
+        self.flop_rate = max(self.flop_rate, 2 * n**3 / fastest_call(self.matmul, self.square))
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            self.stream = self.add(self.stream).block_until_ready()
+            times.append(time.perf_counter() - start)
+        self.bandwidth = max(self.bandwidth, 2 * self.stream.nbytes / min(times))
+        self.tall_rate = max(self.tall_rate, 2 * 2**19 * 20 * 20 / fastest_call(self.gram, self.tall))
+        self.n_probes += 1
 
 
 def drawn_per_draw(model: Model, family: str) -> int:
@@ -265,13 +278,15 @@ def finish_cell(cell: dict) -> dict:
     }
 
 
-def time_cells(prepared: list[dict], X: np.ndarray, Y: np.ndarray) -> list[dict]:
+def time_cells(prepared: list[dict], X: np.ndarray, Y: np.ndarray, rates: MachineRates) -> list[dict]:
     """``N_CALLS`` timed calls of every prepared cell, in rounds (one call of each cell per
     round), so that each cell's calls spread over the whole run: this host's slow spells
-    last seconds to minutes and would otherwise fall on a few cells whole."""
+    last seconds to minutes and would otherwise fall on a few cells whole. The machine's
+    rates are probed again after each round."""
     for _ in range(N_CALLS):
         for cell in prepared:
             time_call(cell, X, Y)
+        rates.probe()
     return [finish_cell(cell) for cell in prepared]
 
 
@@ -298,10 +313,9 @@ def main():
     n_rows = (N_CALLS + 1) * max(N_ROWS, N_ROWS_FC_LARGE)
     X = X[:n_rows].astype(np.float32)
     Y = np.eye(10, dtype=np.float32)[y[:n_rows]]
-    flop_rate, bandwidth, probes = machine_rates()
-    tall_rate = tall_gram_rate()
-    print(f"matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s, "
-          f"tall Gram {tall_rate / 1e9:.1f} GFLOP/s", flush=True)
+    rates = MachineRates()
+    print(f"first probe: matmul {rates.flop_rate / 1e9:.1f} GFLOP/s, bandwidth {rates.bandwidth / 1e9:.1f} GB/s, "
+          f"tall Gram {rates.tall_rate / 1e9:.1f} GFLOP/s", flush=True)
 
     prepared = []
     for width in widths:
@@ -316,7 +330,10 @@ def main():
     mnist_models = {name: build_model(name) for name, _ in targets}
     for name, family in targets:
         prepared.append(prepare_cell(mnist_models[name], family, "lin_hess", X, Y, N_ROWS))
-    timed = time_cells(prepared, X, Y)
+    timed = time_cells(prepared, X, Y, rates)
+    flop_rate, bandwidth, tall_rate = rates.flop_rate, rates.bandwidth, rates.tall_rate
+    print(f"fastest of {rates.n_probes} probes: matmul {flop_rate / 1e9:.1f} GFLOP/s, bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s, tall Gram {tall_rate / 1e9:.1f} GFLOP/s", flush=True)
     del prepared
     cells, mnist_cells = timed[: len(timed) - len(targets)], timed[len(timed) - len(targets) :]
     for cell in cells:
@@ -368,7 +385,9 @@ def main():
     body = "\n\n".join(
         [
             f"Measured rates on the default device ({jax.devices()[0].device_kind}): matmul "
-            f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({probes}). FLOPs and bytes per step are "
+            f"{flop_rate / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s ({rates.description}; each the "
+            f"fastest of {rates.n_probes} probes, one before the timed calls and one after each round of them: "
+            "on this project's hosts one probe's bandwidth has read from 65 to 116 GB/s). FLOPs and bytes per step are "
             "XLA's `cost_analysis` of one compiled step (its bytes count cached accesses too); the floor is "
             "max(FLOPs / matmul rate, 2 x belief bytes / bandwidth).",
             f"'ms/step' is the median of {N_CALLS} calls of {N_ROWS} rows and 'range' their fastest and "

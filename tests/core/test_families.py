@@ -536,6 +536,16 @@ def test_eigenvectors_get_the_sign_of_their_largest_entry(x64):
     np.testing.assert_array_equal(_signed_by_largest_entry(jnp.asarray(vecs)), _signed_by_largest_entry(jnp.asarray(vecs * flips)))
 
 
+def test_summed_slices_are_the_product_over_the_last_axis(x64):
+    """``_summed_slices`` (the DLR step's products with ``W``'s per-layer blocks, as sums of
+    scaled slices that XLA fuses) equals the matrix product over the block's last axis."""
+    from skbong.core._families import _summed_slices
+
+    rng = np.random.default_rng(11)
+    block, m = rng.normal(size=(7, 5, 4)), rng.normal(size=(4, 3))
+    np.testing.assert_allclose(_summed_slices(jnp.asarray(block), jnp.asarray(m)), block @ m, rtol=1e-12, atol=1e-12)
+
+
 def test_scan_carries_flat_what_may_not_read_layers(x64):
     """The scan carries a belief per layer only for the built-in network functions: not for
     a function of the user's own that carries the same layout (it may read only flat

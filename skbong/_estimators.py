@@ -997,12 +997,15 @@ class _BaseBONG(BaseEstimator):
                 valid = bool(belief_valid)
                 chosen = 0
             else:
-                # A member whose belief broke down drops out of the average for good.
-                members = state
+                # A member whose belief broke down drops out of the average for good. The
+                # members go to the host once and the chosen one back to the device in one
+                # transfer: indexing each device leaf dispatched one program per leaf (0.4 ms
+                # then 0.14 ms against 0.07), and a host posterior_ would be moved at every predict.
+                members = jax.tree_util.tree_map(np.asarray, state)
                 evidence = np.where(np.asarray(belief_valid), evidence, -np.inf)
                 valid = bool(np.isfinite(evidence).any())
                 chosen = int(np.argmax(evidence))
-                state = jax.tree_util.tree_map(lambda leaf: leaf[chosen], members)
+                state = jax.device_put(jax.tree_util.tree_map(lambda leaf: leaf[chosen], members))
         scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
         # Remedies besides sigma0 and the inputs: a smaller learning rate where one acts, and a
         # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
@@ -1146,7 +1149,7 @@ class _BaseBONG(BaseEstimator):
             self.__dict__.pop("_members", None)
             self.__dict__.pop("_log_evidence", None)
         else:
-            self._members = jax.tree_util.tree_map(np.asarray, members)
+            self._members = members
             self._log_evidence = evidence
         if reset:
             self._prior_mean = prior_mean

@@ -91,6 +91,45 @@ def test_occams_window_drops_the_scales_far_behind_and_stops_running_them():
         np.testing.assert_allclose(member[k], single, rtol=1e-9, atol=1e-12)
 
 
+def test_a_lone_scale_goes_on_as_its_single_scale_filter_and_the_dropped_stay_put():
+    # Once Occam's window has left one scale, partial_fit runs it alone: its posterior and
+    # records are those of the single-scale fit, the dropped scale's belief and evidence do
+    # not move, and a call that fails leaves every member as it was.
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    grid = [0.03, 1.0]
+    common = dict(hidden_layer_sizes=(8,), rank=3, prequential=True, shuffle=False, random_state=0, dtype="float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the narrow scale alone learns little
+        auto = BONGClassifier(sigma0=grid, **common).fit(X[:700], y[:700])
+        single = BONGClassifier(sigma0=1.0, **common).fit(X[:700], y[:700])
+    np.testing.assert_array_equal(np.isfinite(auto._log_evidence), [False, True])
+    dropped = [np.array(leaf[0]) for leaf in auto._members]
+    dropped_evidence = auto._log_evidence[0]
+    for rows in (slice(700, 701), slice(701, 750), slice(750, 1000)):
+        auto.partial_fit(X[rows], y[rows])
+        single.partial_fit(X[rows], y[rows])
+    for fitted, reference in zip(auto.posterior_, single.posterior_):
+        np.testing.assert_allclose(fitted, reference, rtol=1e-9, atol=1e-12)
+    for member, reference in zip(auto._members, single.posterior_):
+        np.testing.assert_allclose(member[1], reference, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(auto.prequential_log_prob_[700:], single.prequential_log_prob_[700:], rtol=1e-9)
+    for member, before in zip(auto._members, dropped):
+        np.testing.assert_array_equal(member[0], before)
+    assert auto._log_evidence[0] == dropped_evidence and auto.t_ == 1000
+    np.testing.assert_array_equal(auto.sigma0_weights_, [0.0, 1.0])
+    assert list(auto.sigma0_grid_) == grid and auto.sigma0_ == 1.0
+    # Process noise that forgets each row at once makes garbage (tests/test_continual.py):
+    # the call raises and every member, the evidence and the records are as they were.
+    members, evidence, records = [np.array(leaf) for leaf in auto._members], auto._log_evidence.copy(), auto.prequential_log_prob_
+    with pytest.raises(FloatingPointError):
+        auto.set_params(process_noise=1.0).partial_fit(X[1000:1600], y[1000:1600])
+    for member, before in zip(auto._members, members):
+        np.testing.assert_array_equal(member, before)
+    np.testing.assert_array_equal(auto._log_evidence, evidence)
+    assert auto.prequential_log_prob_ is records and auto.t_ == 1000
+
+
 def test_partial_fit_carries_every_scale_and_its_evidence(digits):
     X, y = digits
     common = dict(sigma0="auto", hidden_layer_sizes=(8,), prequential=True, random_state=0)

@@ -48,6 +48,9 @@ from skbong import BONGRegressor
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = (0.3, "auto")
+#: One-row calls also with a grid that Occam's window leaves with one scale after the fit
+#: (0.03 trails 1 by far more than ``OCCAM_WINDOW`` on digits).
+ONE_ROW_SETTINGS = (0.3, "auto", "0.03,1.0")
 #: Thompson sampling on the wheel bandit also at fixed scales around the default.
 WHEEL_SCALES = (0.03, 0.1, 0.3, 1.0, "auto")
 
@@ -82,8 +85,10 @@ from sklearn.datasets import load_digits
 from skbong import BONGClassifier
 X, y = load_digits(return_X_y=True)
 X = X / 16
-scale = sys.argv[1] if sys.argv[1] == "auto" else float(sys.argv[1])
+arg = sys.argv[1]
+scale = arg if arg == "auto" else [float(s) for s in arg.split(",")] if "," in arg else float(arg)
 clf = BONGClassifier(random_state=0, sigma0=scale).fit(X[:1000], y[:1000])
+in_window = int(np.isfinite(getattr(clf, "_log_evidence", np.zeros(1))).sum())
 rows = [(X[1000 + i : 1001 + i], y[1000 + i : 1001 + i]) for i in range(320)]
 def per_call(fn, n=300):
     for i in range(20):
@@ -96,7 +101,7 @@ def per_call(fn, n=300):
     return float(np.median(times))
 print(json.dumps({"partial_fit": per_call(lambda i: clf.partial_fit(*rows[i])),
                   "predict_proba": per_call(lambda i: clf.predict_proba(rows[i][0])),
-                  "weights": clf.sigma0_weights_.tolist()}))
+                  "weights": clf.sigma0_weights_.tolist(), "in_window": in_window}))
 """
 
 #: Reading of the committed run (written after it; the tables above it are computed).
@@ -112,25 +117,30 @@ NOTES = """**Reading** (written after the run of 2026-11-28; the numbers are the
   do: it ended at sigma0 = 1 for 11 of 40 arms, whose posterior samples are far too wide for
   Thompson sampling (fixed 1: 284), while greedy play, which uses the means alone, is the same
   at both (186 and 181).
-- *Cost.* A first fit on digits takes 1.3x the wall time (1.1x the compile time; 6-10
-  programs against 5). A one-row `partial_fit` on a fitted classifier takes about 1.9x even
-  once Occam's window has left one scale: the sweep's scan still carries the dropped
-  members (masked), moves every member's belief between host and device, and averages the
-  records on the host. That would break issue 22's streaming target for a fitted *default*
-  estimator (overhead above the step at most half of `SGDClassifier`'s call: 0.40 at 0.3).
-  Running the lone scale as a single filter once the window has closed would remove it.
+- *Cost.* A first fit on digits takes 1.3x the wall time (1.1x the compile time; 6 programs
+  against 5). A one-row `partial_fit` on the fitted classifier takes 1.85x: after 1,000 rows
+  two scales are still in Occam's window (0.3 trails 1 by less than 50 nats), so two filters
+  run. With one scale left (the grid [0.03, 1]) it still takes 1.6x: the sweep's bookkeeping
+  (every member's belief between host and device, the model average on the host, the sweep's
+  program with the dropped members masked) costs about 0.5 ms a call. Running the lone scale
+  as a sweep of one member did not remove it (tried and dropped); handing it to the
+  single-filter path, its belief kept on the device between calls, would. As it stands a
+  default of auto would break issue 22's streaming target for a fitted *default* estimator
+  (overhead above the step at most half of `SGDClassifier`'s call; `latency.md`: 0.40 at 0.3,
+  and auto adds 0.5-0.7 ms to a call of SGD's 2 ms).
 - 0.3 therefore stays the default, and `"auto"` is the choice for predictions when the
   scale of the inputs or of the network is unknown (`auto_sigma0.md`: its test NLL is lower
   than 0.3's, or within 1 SE, on 9 of 9 data sets). Where the posterior's samples drive
   decisions, tune sigma0 on the task."""
 
 
-def in_turns(code: str, repeats: int) -> dict:
-    """``{scale: [json printed by code, ...]}``: fresh processes, the scales taken in turns."""
+def in_turns(code: str, repeats: int, settings=SCALES) -> dict:
+    """``{setting: [json printed by code, ...]}``: fresh processes, the settings of sigma0
+    (a scale, "auto", or a grid "a,b") taken in turns."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
-    out = {str(s): [] for s in SCALES}
+    out = {str(s): [] for s in settings}
     for _ in range(repeats):
-        for s in SCALES:
+        for s in settings:
             done = subprocess.run([sys.executable, "-c", code, str(s)], env=env, capture_output=True, text=True,
                                   check=True)
             out[str(s)].append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -193,7 +203,7 @@ def main():
 
     fits = in_turns(FIRST_FIT, args.repeats)
     log("first fits: " + json.dumps({s: [round(r["compile_seconds"], 2) for r in v] for s, v in fits.items()}))
-    calls = in_turns(ONE_ROW, args.repeats)
+    calls = in_turns(ONE_ROW, args.repeats, ONE_ROW_SETTINGS)
     log("one-row calls: " + json.dumps({s: [round(1e3 * r["partial_fit"], 3) for r in v] for s, v in calls.items()}))
 
     wheel = {}
@@ -221,11 +231,15 @@ def main():
         paired_ratio = np.median([b[key] / a[key] for a, b in zip(fits["0.3"], fits["auto"])])
         fit_rows.append([label, f"{medians[0.3]:.{digits}f}", f"{medians['auto']:.{digits}f}",
                          f"{paired_ratio:.2f}"])
-    for label, key in [("one-row partial_fit ms", "partial_fit"), ("one-row predict_proba ms", "predict_proba")]:
-        medians = {s: 1e3 * float(np.median([r[key] for r in calls[str(s)]])) for s in SCALES}
-        paired_ratio = np.median([b[key] / a[key] for a, b in zip(calls["0.3"], calls["auto"])])
-        fit_rows.append([label, f"{medians[0.3]:.3f}", f"{medians['auto']:.3f}", f"{paired_ratio:.2f}"])
-    auto_weights = np.round(calls["auto"][0]["weights"], 3).tolist()
+    call_rows = []
+    for setting in ONE_ROW_SETTINGS:
+        runs = calls[str(setting)]
+        row = [f"sigma0={setting!r}" if setting != "0.03,1.0" else "sigma0=[0.03, 1.0]", runs[0]["in_window"],
+               " ".join(f"{w:.2g}" for w in runs[0]["weights"])]
+        for key in ("partial_fit", "predict_proba"):
+            ratio = np.median([b[key] / a[key] for a, b in zip(calls["0.3"], runs)])
+            row += [f"{1e3 * float(np.median([r[key] for r in runs])):.3f}", f"{ratio:.2f}"]
+        call_rows.append(row)
 
     wheel_rows = []
     for policy, scales in (("thompson", WHEEL_SCALES), ("greedy", SCALES)):
@@ -255,11 +269,19 @@ def main():
         f"## First fit on digits (`BONGClassifier(random_state=0, sigma0=s).fit(X / 16, y)`, then `predict_proba`)",
         "",
         f"{args.repeats} fresh processes per scale, taken in turns; medians, and the median of the paired ratios "
-        "auto / 0.3. The one-row calls: a classifier fitted on the first 1,000 rows, then the median of 300 calls "
-        "of `partial_fit` and of `predict_proba` on one new row each (after 20 untimed); auto's weights after the "
-        f"fit: {auto_weights} (Occam's window has dropped every scale but one, whose filter alone still runs).",
+        "auto / 0.3.",
         "",
         markdown_table(["digits", "sigma0=0.3", "sigma0='auto'", "auto / 0.3 (paired)"], fit_rows),
+        "",
+        "## One-row calls on a fitted classifier",
+        "",
+        "A classifier fitted on digits' first 1,000 rows, then the median of 300 calls of `partial_fit` and of "
+        f"`predict_proba` on one new row each (after 20 untimed); {args.repeats} fresh processes per setting, "
+        "taken in turns; the ratios are to 0.3's, paired by turn. 'in the window': the scales Occam's window "
+        "still runs after the fit (their weights follow).",
+        "",
+        markdown_table(["sigma0", "in the window", "weights", "partial_fit ms", "/ 0.3", "predict_proba ms", "/ 0.3"],
+                       call_rows),
         "",
         f"## Thompson sampling on the wheel bandit of `examples/plot_thompson_bandit.py` ({args.seeds} seeds)",
         "",

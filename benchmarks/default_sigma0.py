@@ -41,8 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-from _nonstationary import mnist_halves, paired, quiet, skbong_source
+from _nonstationary import fmt, mnist_halves, paired, quiet, skbong_source
 from _report import RESULTS, markdown_table, write
+from latency import FIRST_FIT
 from mnist_bandit import BongAgent, play
 from skbong import BONGRegressor
 
@@ -50,33 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SCALES = (0.3, "auto")
 #: One-row calls also with a grid that Occam's window leaves with one scale after the fit
 #: (0.03 trails 1 by far more than ``OCCAM_WINDOW`` on digits).
-ONE_ROW_SETTINGS = (0.3, "auto", "0.03,1.0")
+ONE_ROW_SETTINGS = (0.3, "auto", [0.03, 1.0])
 #: Thompson sampling on the wheel bandit also at fixed scales around the default.
 WHEEL_SCALES = (0.03, 0.1, 0.3, 1.0, "auto")
 
-FIRST_FIT = r"""
-import logging, re, sys, time, json, warnings
-warnings.simplefilter("ignore")
-import jax
-from sklearn.datasets import load_digits
-from skbong import BONGClassifier
-seconds = []
-class Log(logging.Handler):
-    def emit(self, record):
-        found = re.search(r"Finished XLA compilation of (\S+) in ([0-9.e-]+) sec", record.getMessage())
-        if found:
-            seconds.append(float(found.group(2)))
-jax.config.update("jax_log_compiles", True)
-logging.getLogger("jax").addHandler(Log())
-logging.getLogger("jax").setLevel(logging.DEBUG)
-X, y = load_digits(return_X_y=True)
-scale = sys.argv[1] if sys.argv[1] == "auto" else float(sys.argv[1])
-start = time.perf_counter()
-BONGClassifier(random_state=0, sigma0=scale).fit(X / 16, y).predict_proba(X[:10] / 16)
-wall = time.perf_counter() - start
-print(json.dumps({"compilations": len(seconds), "compile_seconds": sum(seconds), "wall": wall}))
-"""
-
+#: A classifier fitted on 1,000 digits rows at the parameters in the first argument (JSON),
+#: then one-row calls.
 ONE_ROW = r"""
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
@@ -85,9 +65,7 @@ from sklearn.datasets import load_digits
 from skbong import BONGClassifier
 X, y = load_digits(return_X_y=True)
 X = X / 16
-arg = sys.argv[1]
-scale = arg if arg == "auto" else [float(s) for s in arg.split(",")] if "," in arg else float(arg)
-clf = BONGClassifier(random_state=0, sigma0=scale).fit(X[:1000], y[:1000])
+clf = BONGClassifier(random_state=0, **json.loads(sys.argv[1])).fit(X[:1000], y[:1000])
 in_window = int(np.isfinite(getattr(clf, "_log_evidence", np.zeros(1))).sum())
 rows = [(X[1000 + i : 1001 + i], y[1000 + i : 1001 + i]) for i in range(320)]
 def per_call(fn, n=300):
@@ -118,11 +96,11 @@ NOTES = """**Reading** (written after the run of 2026-11-28; the numbers are the
   Thompson sampling (fixed 1: 284), while greedy play, which uses the means alone, is the same
   at both (186 and 181).
 - *Cost.* A first fit on digits takes 1.3x the wall time (1.1x the compile time; 6 programs
-  against 5). A one-row `partial_fit` on the fitted classifier takes 1.85x: after 1,000 rows
+  against 5). A one-row `partial_fit` on the fitted classifier takes 1.86x: after 1,000 rows
   two scales are still in Occam's window (0.3 trails 1 by less than 50 nats), so two filters
-  run. With one scale left (the grid [0.03, 1]) it still takes 1.6x: the sweep's bookkeeping
+  run. With one scale left (the grid [0.03, 1]) it still takes 1.5x: the sweep's bookkeeping
   (every member's belief between host and device, the model average on the host, the sweep's
-  program with the dropped members masked) costs about 0.5 ms a call. Running the lone scale
+  program with the dropped members masked) costs about 0.45 ms a call. Running the lone scale
   as a sweep of one member did not remove it (tried and dropped); handing it to the
   single-filter path, its belief kept on the device between calls, would. As it stands a
   default of auto would break issue 22's streaming target for a fitted *default* estimator
@@ -135,14 +113,14 @@ NOTES = """**Reading** (written after the run of 2026-11-28; the numbers are the
 
 
 def in_turns(code: str, repeats: int, settings=SCALES) -> dict:
-    """``{setting: [json printed by code, ...]}``: fresh processes, the settings of sigma0
-    (a scale, "auto", or a grid "a,b") taken in turns."""
+    """``{str(setting): [json printed by code, ...]}``: fresh processes, the settings of
+    sigma0 (a scale, "auto" or a grid) taken in turns, each passed as ``{"sigma0": setting}``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     out = {str(s): [] for s in settings}
     for _ in range(repeats):
         for s in settings:
-            done = subprocess.run([sys.executable, "-c", code, str(s)], env=env, capture_output=True, text=True,
-                                  check=True)
+            done = subprocess.run([sys.executable, "-c", code, json.dumps({"sigma0": s})], env=env,
+                                  capture_output=True, text=True, check=True)
             out[str(s)].append(json.loads(done.stdout.strip().splitlines()[-1]))
     return out
 
@@ -179,12 +157,6 @@ def play_wheel(policy: str, seed: int, sigma0) -> tuple[float, list]:
         arms[arm].partial_fit(x, [rewards[t, arm]])
         regret += mean_reward[t].max() - mean_reward[t, arm]
     return regret, [float(m.sigma0_) for m in arms]
-
-
-def mean_se(values) -> str:
-    values = np.asarray(values, dtype=float)
-    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
-    return f"{values.mean():.1f} ± {se:.1f}"
 
 
 def main():
@@ -234,7 +206,7 @@ def main():
     call_rows = []
     for setting in ONE_ROW_SETTINGS:
         runs = calls[str(setting)]
-        row = [f"sigma0={setting!r}" if setting != "0.03,1.0" else "sigma0=[0.03, 1.0]", runs[0]["in_window"],
+        row = [f"sigma0={setting!r}", runs[0]["in_window"],
                " ".join(f"{w:.2g}" for w in runs[0]["weights"])]
         for key in ("partial_fit", "predict_proba"):
             ratio = np.median([b[key] / a[key] for a, b in zip(calls["0.3"], runs)])
@@ -250,12 +222,12 @@ def main():
             chosen = [x for _, sc in wheel[(policy, str(s))] for x in sc]
             counts = ", ".join(f"{g:g}: {chosen.count(g)}" for g in sorted(set(chosen))) if s == "auto" else ""
             wins = sum(a < f for a, f in zip(regrets, fixed))
-            wheel_rows.append([policy, f"{s:g}" if s != "auto" else "auto", mean_se(regrets),
+            wheel_rows.append([policy, f"{s:g}" if s != "auto" else "auto", fmt(regrets, 1),
                                "" if s == 0.3 else f"{d:+.1f} ± {se:.1f}", "" if s == 0.3 else f"{wins} of {len(fixed)}",
                                counts])
     fixed, auto = ([r for r, _, _ in mnist[s]] for s in ("0.3", "auto"))
     d, se = paired(auto, fixed)
-    mnist_rows = [["Thompson sampling", mean_se(fixed), mean_se(auto), f"{d:+.1f} ± {se:.1f}",
+    mnist_rows = [["Thompson sampling", fmt(fixed, 1), fmt(auto, 1), f"{d:+.1f} ± {se:.1f}",
                    " ".join(f"{sc:g}" for _, sc, _ in mnist["auto"]),
                    f"{np.mean([t for *_, t in mnist['0.3']]):.1f} / {np.mean([t for *_, t in mnist['auto']]):.1f}"]]
 

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPORT = "import time; t = time.perf_counter(); {stmt}; print(time.perf_counter() - t)"
 
 FIRST_FIT = r"""
-import logging, re, time, json, warnings
+import logging, re, sys, time, json, warnings
 warnings.simplefilter("ignore")
 import jax
 from sklearn.datasets import load_digits
@@ -52,8 +52,9 @@ jax.config.update("jax_log_compiles", True)
 logging.getLogger("jax").addHandler(Log())
 logging.getLogger("jax").setLevel(logging.DEBUG)
 X, y = load_digits(return_X_y=True)
+params = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}  # the estimator's, besides the defaults
 start = time.perf_counter()
-BONGClassifier(random_state=0).fit(X / 16, y).predict_proba(X[:10] / 16)
+BONGClassifier(random_state=0, **params).fit(X / 16, y).predict_proba(X[:10] / 16)
 wall = time.perf_counter() - start
 print(json.dumps({"compilations": len(seconds), "compile_seconds": sum(seconds), "wall": wall}))
 """

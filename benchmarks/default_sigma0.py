@@ -14,8 +14,8 @@ held-out rows and against 0.3. This script measures the rest of the decision:
 
   - the wheel bandit of ``examples/plot_thompson_bandit.py`` (five arms, one
     ``BONGRegressor(hidden_layer_sizes=(16,), obs_noise=0.1)`` per arm, 300 rounds), its
-    contexts and rewards drawn anew for every seed; Thompson sampling and greedy, cumulative
-    regret;
+    contexts and rewards drawn anew for every seed; cumulative regret of Thompson sampling
+    at auto and at fixed scales around 0.3, and of greedy play at both;
   - the MNIST bandit of ``mnist_bandit.py`` (LO-FI Sec. 4.3: one DLR-10
     ``BONGRegressor(model=MultiHead)``, blocks of 20 rounds), Thompson sampling at the
     estimator's defaults otherwise (``obs_noise="calibrated"``), total reward.
@@ -105,7 +105,7 @@ NOTES = """**Reading** (written after the run of 2026-11-28; the numbers are the
   single-filter path, its belief kept on the device between calls, would. As it stands a
   default of auto would break issue 22's streaming target for a fitted *default* estimator
   (overhead above the step at most half of `SGDClassifier`'s call; `latency.md`: 0.40 at 0.3,
-  and auto adds 0.5-0.7 ms to a call of SGD's 2 ms).
+  and auto adds 0.45-0.76 ms to a call of SGD's 2 ms).
 - 0.3 therefore stays the default, and `"auto"` is the choice for predictions when the
   scale of the inputs or of the network is unknown (`auto_sigma0.md`: its test NLL is lower
   than 0.3's, or within 1 SE, on 9 of 9 data sets). Where the posterior's samples drive

@@ -92,9 +92,9 @@ def test_occams_window_drops_the_scales_far_behind_and_stops_running_them():
 
 
 def test_a_lone_scale_goes_on_as_its_single_scale_filter_and_the_dropped_stay_put():
-    # Once Occam's window has left one scale, partial_fit runs it alone: its posterior and
-    # records are those of the single-scale fit, the dropped scale's belief and evidence do
-    # not move, and a call that fails leaves every member as it was.
+    # Once Occam's window has left one scale, partial_fit goes on as that scale's single
+    # filter would: the same posterior and records; the dropped scale's belief and evidence
+    # do not move, and a call that fails leaves every member as it was.
     X, y = load_digits(return_X_y=True)
     X = X / 16
     grid = [0.03, 1.0]

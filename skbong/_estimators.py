@@ -89,6 +89,10 @@ OCCAM_BURN_IN = 512
 #: digits (P = 9,010, float32): 3.0 (fc) and 3.9 (fc_mom) matrices for one prior scale,
 #: 11.8 and 12.7 for the five of sigma0="auto".
 FULL_COV_PEAK_PER_MEMBER, FULL_COV_PEAK_BASE = 2.4, 1.5
+#: Curvature estimators built from the errors' outer product, ``J^T R^-1 e e^T R^-1 J``
+#: (BONG Eqs. 26 and 28): their expectation is ``J^T R^-1 J`` only where ``E[e e^T] = R``
+#: (the remark before Eq. 28), so that their updates depend on the level of ``R``.
+_EMPIRICAL_FISHER = ("lin_ef", "mc_ef")
 
 _HISTORY_DOC = """\
     history_ : list of dict
@@ -1350,14 +1354,23 @@ class _BaseBONG(BaseEstimator):
         their ratio and shrinks the posterior before it learns. Measured on
         ``make_regression(400, 8, noise=5)`` and friedman1 (one pass, standardised): the
         best of six sigma0 from 0.01 to 3 reached a test R^2 of 0.81 and 0.67 with LIN-EF
-        on diag, 0.16 and 0.35 on dlr, against 0.989 and 0.892 with the default LIN-HESS."""
-        if self.hessian not in ("lin_ef", "mc_ef"):
+        on diag, 0.16 and 0.35 on dlr, against 0.989 and 0.892 with the default LIN-HESS,
+        all at the fixed ``R_0 = 0.1 Var(y)``. A regressor's default noise now follows the
+        residuals with these curvatures (``BONGRegressor``'s ``obs_noise``), so the sentence
+        also says so where ``obs_noise`` is fixed."""
+        if self.hessian not in _EMPIRICAL_FISHER:
             return ""
+        noise_advice = (
+            " With a fixed obs_noise the observation noise stays where it was set: obs_noise='calibrated' (the "
+            "default) estimates it from the residuals with this curvature, as 'adaptive' does."
+            if self._fixed_noise
+            else ""
+        )
         return (
             f" With hessian={self.hessian!r} the curvature is the outer product of the gradients, which "
             "overestimates it while the residuals exceed the observation noise and can stop the posterior "
             "before it learns. hessian='lin_hess' (the default) takes the linearised curvature, which does "
-            "not depend on the residuals."
+            "not depend on the residuals." + noise_advice
         )
 
     def _dynamics_advice(self) -> str:
@@ -2015,10 +2028,14 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         where ``c`` (``noise_scale_``) maximises the likelihood of the one-step-ahead
         predictions, in closed form the mean normalised innovation squared ``(y - f(x,
         mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen (with one
-        pseudo-row at ``c = 1``). The linearised updates give the same means for every
+        pseudo-row at ``c = 1``). The Hessian updates give the same means for every
         ``c``, so ``c`` only calibrates the predictive variances and the posterior
-        covariance (exactly for the LIN estimators; the MC estimators sample at the
-        filter's own scale; ``benchmarks/noise_scale.py`` measures it). "adaptive" starts
+        covariance (exactly for "lin_hess"; "mc_hess" samples at the filter's own scale;
+        ``benchmarks/noise_scale.py`` measures it). The empirical-Fisher curvatures
+        ("lin_ef", "mc_ef") scale with the squared residuals over ``R^2``, not ``1 / R``,
+        so their means depend on the level of ``R`` (they estimate the curvature without
+        bias only where the residuals' variance is ``R``, BONG Sec. 4.5): with them
+        "calibrated" runs as "adaptive" (measured in ``benchmarks/ef_noise.py``). "adaptive" starts
         from ``R_0`` and estimates ``R`` online from the one-step-ahead residuals, ``R <-
         (1 - eps) R + eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))``
         after ``k`` steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that
@@ -2041,8 +2058,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
     noise_scale_ : float
-        With ``obs_noise="calibrated"`` (the default): the fitted scale ``c`` of the
-        noise and of the prior covariance (``obs_noise_ = c R_0``).
+        With ``obs_noise="calibrated"`` (the default) and a Hessian curvature ("lin_hess",
+        "mc_hess"): the fitted scale ``c`` of the noise and of the prior covariance
+        (``obs_noise_ = c R_0``).
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -2230,18 +2248,25 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                 )
             loc, scale, y_is_1d = self._y_mean, self._y_scale, self._y_is_1d
             scale_guessed = self.__dict__.get("_y_scale_guessed", False)
-            fitted = self.__dict__.get("_fitted_obs_noise", self.obs_noise)  # older pickles: unchanged
+            setting = self._noise_setting
+            fitted = self.__dict__.get("_fitted_obs_noise", setting)  # older pickles: unchanged
             stateful = ("calibrated", "adaptive")
-            if fitted != self.obs_noise and (fitted in stateful or self.obs_noise in stateful):
+            if fitted != setting and (fitted in stateful or setting in stateful):
+                runs_as = (
+                    f" (obs_noise='calibrated' runs as 'adaptive' with hessian in {_EMPIRICAL_FISHER}; "
+                    f"hessian is now {self.hessian!r})"
+                    if self.obs_noise == "calibrated" and "adaptive" in (fitted, setting)
+                    else ""
+                )
                 raise ValueError(
-                    f"obs_noise changed from {fitted!r} to {self.obs_noise!r} after fitting. A "
-                    f"{'calibrated' if 'calibrated' in (fitted, self.obs_noise) else 'adaptive'} noise carries "
+                    f"obs_noise changed from {fitted!r} to {setting!r}{runs_as} after fitting. A "
+                    f"{'calibrated' if 'calibrated' in (fitted, setting) else 'adaptive'} noise carries "
                     "its estimate from the rows seen since fit, which the other setting does not have: call fit "
-                    "to start over with it."
+                    "to start over with it, or set the parameters back."
                 )
             # A stateful noise goes on from its estimate; "auto" and a fixed R (which may change
             # between calls) are the setting's.
-            obs_noise = self.obs_noise_ if self.obs_noise in stateful else self._noise_from_setting(scale, Y.shape[1])
+            obs_noise = self.obs_noise_ if setting in stateful else self._noise_from_setting(scale, Y.shape[1])
             if self._calibrated_noise:  # the filter goes on at the noise it started with
                 obs_noise = obs_noise / self.noise_scale_
         final_noise = self._fit_stream(
@@ -2270,19 +2295,27 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self._y_mean, self._y_scale, self._y_is_1d = loc, scale, y_is_1d
         self._y_scale_guessed = scale_guessed
         if reset:
-            self._fitted_obs_noise = self.obs_noise
+            self._fitted_obs_noise = self._noise_setting
+
+    @property
+    def _noise_setting(self):
+        """``obs_noise`` as the filter runs it: "calibrated" runs as "adaptive" with an
+        empirical-Fisher curvature, whose updates depend on the level of ``R``."""
+        if self.obs_noise == "calibrated" and self.hessian in _EMPIRICAL_FISHER:
+            return "adaptive"
+        return self.obs_noise
 
     @property
     def _adaptive_obs_noise(self) -> bool:
-        return self.obs_noise == "adaptive"
+        return self._noise_setting == "adaptive"
 
     @property
     def _calibrated_noise(self) -> bool:
-        return self.obs_noise == "calibrated"
+        return self._noise_setting == "calibrated"
 
     @property
     def _fixed_noise(self) -> bool:
-        return self.obs_noise not in ("calibrated", "adaptive")
+        return self._noise_setting not in ("calibrated", "adaptive")
 
     def _noise_rate(self) -> float:
         return self.obs_noise_rate

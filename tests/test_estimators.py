@@ -344,6 +344,27 @@ def test_regressor_refuses_to_switch_to_or_from_an_estimated_noise_after_fitting
     np.testing.assert_array_equal(reg.set_params(obs_noise=fitted).predict(X[200:], return_std=True), before)
 
 
+def test_calibrated_noise_runs_as_adaptive_with_an_empirical_fisher_curvature(linear_stream):
+    """LIN-EF's and MC-EF's curvature scales with the squared residuals over R^2, so their
+    means depend on R's level: the default "calibrated" noise runs as "adaptive" with them.
+    Switching to a Hessian curvature after fitting would switch the noise too: refused, and
+    nothing lost."""
+    X, y = linear_stream
+    params = dict(hessian="lin_ef", hidden_layer_sizes=(4,), random_state=0)
+    default = BONGRegressor(**params).fit(X[:100], y[:100])
+    adaptive = BONGRegressor(obs_noise="adaptive", **params).fit(X[:100], y[:100])
+    before = default.predict(X[200:], return_std=True)
+    np.testing.assert_array_equal(before, adaptive.predict(X[200:], return_std=True))
+    np.testing.assert_array_equal(default.obs_noise_, adaptive.obs_noise_)
+    assert not hasattr(default, "noise_scale_")
+    with pytest.raises(ValueError, match="obs_noise changed from 'adaptive' to 'calibrated'.*now 'lin_hess'.*call fit"):
+        default.set_params(hessian="lin_hess").partial_fit(X[100:200], y[100:200])
+    assert default.t_ == 100
+    np.testing.assert_array_equal(default.set_params(hessian="mc_ef").predict(X[200:], return_std=True), before)
+    default.partial_fit(X[100:200], y[100:200])  # "adaptive" either way: goes on
+    assert default.t_ == 200
+
+
 @pytest.mark.parametrize(
     "bad", [dict(batch_size=0), dict(dynamics_decay=1.5), dict(inflation="simple", inflation_alpha=-0.5)]
 )

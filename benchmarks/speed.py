@@ -86,13 +86,14 @@ def rows_per_call(family: str, n_params: int) -> int:
 SIGMA0 = 0.3
 
 
-def fastest_call(fn, arg) -> float:
-    """Seconds of the fastest of 5 calls ``fn(arg)``, after one call that compiles it."""
-    jax.block_until_ready(fn(arg))
+def fastest_call(fn, *args, repeats: int = 5) -> float:
+    """Seconds of the fastest of ``repeats`` calls ``fn(*args)``, after one call that
+    compiles it (JAX or numpy results: each call waits for its own)."""
+    jax.block_until_ready(fn(*args))
     times = []
-    for _ in range(5):
+    for _ in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(fn(arg))
+        jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
     return min(times)
 

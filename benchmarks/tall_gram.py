@@ -21,8 +21,6 @@ Rates are ``2 P k^2`` (Gram) and ``2 P k m`` (product) FLOPs over the time. Writ
 
 from __future__ import annotations
 
-import time
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,21 +28,12 @@ from scipy.linalg import blas
 
 from _report import markdown_table, write
 from skbong.core._filter import MATMUL_PRECISION
+from speed import fastest_call
 
 ROWS = (2**15, 2**17, 2**19)
 WIDTH, OUT = 20, 10  # DLR-10's P x (R + C) factor, and its new rank
 SQUARE = 2048
 REPEATS = 20
-
-
-def fastest(fn, repeats: int = REPEATS) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def rates() -> tuple[list[list], dict]:
@@ -60,12 +49,13 @@ def rates() -> tuple[list[list], dict]:
         a_fortran = np.asfortranarray(a)
         gram_flops, product_flops = 2 * n * WIDTH**2, 2 * n * WIDTH * OUT
         measured = {
-            "Gram, XLA dot": gram_flops / fastest(lambda: gram(aj).block_until_ready()),
-            "Gram, XLA elementwise": gram_flops / fastest(lambda: summed(aj).block_until_ready()),
-            "Gram, OpenBLAS gemm": gram_flops / fastest(lambda: a.T @ a),
-            "Gram, OpenBLAS syrk": gram_flops / fastest(lambda: blas.ssyrk(1.0, a_fortran, trans=1)),
-            "A V, XLA dot": product_flops / fastest(lambda: dot(aj, vj).block_until_ready()),
-            "A V, OpenBLAS gemm": product_flops / fastest(lambda: a @ v),
+            "Gram, XLA dot": gram_flops / fastest_call(lambda: gram(aj), repeats=REPEATS),
+            "Gram, XLA elementwise": gram_flops / fastest_call(lambda: summed(aj), repeats=REPEATS),
+            "Gram, OpenBLAS gemm": gram_flops / fastest_call(lambda: a.T @ a, repeats=REPEATS),
+            "Gram, OpenBLAS syrk": gram_flops
+            / fastest_call(lambda: blas.ssyrk(1.0, a_fortran, trans=1), repeats=REPEATS),
+            "A V, XLA dot": product_flops / fastest_call(lambda: dot(aj, vj), repeats=REPEATS),
+            "A V, OpenBLAS gemm": product_flops / fastest_call(lambda: a @ v, repeats=REPEATS),
         }
         for name, rate in measured.items():
             series.setdefault(name, []).append(rate)
@@ -74,8 +64,8 @@ def rates() -> tuple[list[list], dict]:
     s = rng.standard_normal((SQUARE, SQUARE)).astype(np.float32)
     sj = jnp.asarray(s)
     square = {
-        "XLA": 2 * SQUARE**3 / fastest(lambda: dot(sj, sj).block_until_ready(), 8),
-        "OpenBLAS": 2 * SQUARE**3 / fastest(lambda: s @ s, 8),
+        "XLA": 2 * SQUARE**3 / fastest_call(lambda: dot(sj, sj), repeats=8),
+        "OpenBLAS": 2 * SQUARE**3 / fastest_call(lambda: s @ s, repeats=8),
     }
     return rows, {"series": series, "square": square}
 

@@ -352,6 +352,20 @@ def _device_memory() -> tuple[int | None, str]:
     return limit, "this host" if device.platform == "cpu" else name
 
 
+def _is_sparse(X) -> bool:
+    """Whether ``X`` is a SciPy sparse matrix or array (validated inputs are CSR)."""
+    return hasattr(X, "tocsr")
+
+
+def _mean_square(X) -> float:
+    """Mean of the squared entries of ``X`` (dense or sparse; 0 for an empty ``X``)."""
+    n_entries = X.shape[0] * X.shape[1]
+    if not n_entries:
+        return 0.0
+    stored = X.data if _is_sparse(X) else X
+    return float(np.sum(np.square(stored, dtype=np.float64)) / n_entries)
+
+
 def _either(remedies: list[str]) -> str:
     """``"a, b or c"``: remedies joined as alternatives."""
     return remedies[0] if len(remedies) == 1 else ", ".join(remedies[:-1]) + " or " + remedies[-1]
@@ -780,7 +794,8 @@ class _BaseBONG(BaseEstimator):
         ``squared``, values whose squares are (the linearised update forms ``x x^T``)."""
         info = np.finfo(self.dtype)
         limit = float(np.sqrt(info.max)) if squared else float(info.max)
-        largest = float(np.abs(a).max(initial=0.0))
+        stored = a.data if _is_sparse(a) else a  # a sparse matrix's implicit zeros are in range
+        largest = float(np.abs(stored).max(initial=0.0))
         if not largest <= limit:
             raise ValueError(
                 f"{name} holds values up to {largest:.3g}, beyond what dtype={self.dtype!r} can "
@@ -788,7 +803,7 @@ class _BaseBONG(BaseEstimator):
                 "(e.g. with sklearn.preprocessing.StandardScaler)"
                 + (" or use dtype='float64'." if self.dtype == "float32" else ".")
             )
-        return np.asarray(a).astype(self.dtype, copy=False)
+        return a.astype(self.dtype, copy=False) if _is_sparse(a) else np.asarray(a).astype(self.dtype, copy=False)
 
     def _refuse_non_finite(self, predictions: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
         """Raise instead of returning NaN or infinite predictions (``allowed`` marks
@@ -1456,7 +1471,7 @@ class _BaseBONG(BaseEstimator):
         inputs far from unit scale for the built-in MLP, and, for BONG with one prior scale, a
         prior under which the outputs spread too widely for the family."""
         advice = []
-        mean_square = float(np.mean(np.square(X, dtype=np.float64))) if self.model is None and X.size else 0.0
+        mean_square = _mean_square(X) if self.model is None else 0.0
         if mean_square > INPUT_MEAN_SQUARE:
             advice.append(
                 f"the inputs are far from unit scale (mean square {mean_square:.3g}). The MLP's "
@@ -1515,7 +1530,7 @@ class _BaseBONG(BaseEstimator):
         self._check_structure()
         if self._validated_already(X):
             return X.astype(self.dtype, copy=False)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], accept_sparse="csr")
         return self._in_dtype(X, "X")
 
     def _validated_already(self, X) -> bool:
@@ -1630,6 +1645,7 @@ class _BaseBONG(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.sparse = True  # densified a compiled chunk of rows at a time
         return tags
 
 
@@ -1794,7 +1810,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weight of each row: its likelihood enters the update as the
@@ -1806,7 +1822,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         self : BONGClassifier
         """
         with self._fitting():
-            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32])
+            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], accept_sparse="csr")
             check_classification_targets(y)
             sample_weight = self._sample_weight(sample_weight, X)
             classes = np.unique(y)
@@ -1848,7 +1864,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         classes : array-like of shape (n_classes,), default=None
             All labels the stream can contain. Required on the first call, and must
@@ -1862,7 +1878,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         """
         with self._fitting():
             first_call = not hasattr(self, "posterior_")
-            X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32])
+            X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32], accept_sparse="csr")
             if first_call:  # later calls refuse any label outside classes_ (_one_hot)
                 check_classification_targets(y)
                 if classes is None:
@@ -1894,7 +1910,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -1907,7 +1923,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -1925,7 +1941,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -1946,7 +1962,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
 
         Returns
         -------
@@ -1963,7 +1979,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         params : array-like of shape (n_draws, n_params) or (n_params,)
             Flat weight vectors, such as those of :meth:`sample_params`.
 
@@ -2175,7 +2191,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weight of each row: its likelihood enters the update as the
@@ -2188,7 +2204,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self : BONGRegressor
         """
         with self._fitting():
-            X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32])
+            X, y = validate_data(
+                self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32], accept_sparse="csr"
+            )
             sample_weight = self._sample_weight(sample_weight, X)
             self._absorb(X, y, reset=True, n_passes=self.max_iter, shuffle=self.shuffle, sample_weight=sample_weight)
         return self
@@ -2199,7 +2217,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             After the first call, ``(n_samples,)`` and ``(n_samples, 1)`` both mean one
             output; predictions keep the shape of the first call's ``y``.
@@ -2213,7 +2231,14 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         with self._fitting():
             first_call = not hasattr(self, "posterior_")
             X, y = validate_data(
-                self, X, y, reset=first_call, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32]
+                self,
+                X,
+                y,
+                reset=first_call,
+                multi_output=True,
+                y_numeric=True,
+                dtype=[np.float64, np.float32],
+                accept_sparse="csr",
             )
             sample_weight = self._sample_weight(sample_weight, X)
             self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
@@ -2345,7 +2370,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         return_std : bool, default=False
             Whether to also return the predictive standard deviation.
 
@@ -2368,7 +2393,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         params : array-like of shape (n_draws, n_params) or (n_params,)
             Flat weight vectors, such as those of :meth:`sample_params`.
 

@@ -806,7 +806,8 @@ def run_filter(
     ----------
     config : FilterConfig
     state : family state NamedTuple
-    X : array of shape (N, D)
+    X : array or SciPy sparse matrix of shape (N, D)
+        A sparse ``X`` is densified one compiled chunk of rows at a time, never whole.
     Y : array of shape (N, C)
         Targets: one-hot rows for a categorical likelihood.
     hyper : Hyperparameters
@@ -911,7 +912,8 @@ def run_sweep(
     config : FilterConfig
     states : family state NamedTuple
         Every leaf with a leading axis of length ``K``, e.g. from :func:`init_sweep`.
-    X : array of shape (N, D)
+    X : array or SciPy sparse matrix of shape (N, D)
+        As for :func:`run_filter`.
     Y : array of shape (N, C)
     hypers : Hyperparameters
         A scalar field is shared by every member; any other field has leading axis
@@ -1085,7 +1087,7 @@ def _run_chunks(
     A program that the device cannot hold raises ``MemoryError`` with what to change (XLA's
     own error names only the bytes); the call waits for its result so that this happens
     here, not where the caller first reads the belief."""
-    X = np.asarray(X)
+    X = _row_source(X)
     Y = np.asarray(Y)
     rows_per_step = _step_rows(X.shape[0], batch_size, config)
     try:
@@ -1153,7 +1155,7 @@ def _run_chunks_unchecked(
         length = min(n_steps - start, STEP_BUCKETS[-1])
         bucket = _bucket(length)
         rows = slice(start * batch_size, (start + length) * batch_size)
-        xs = _pad_rows(X[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
+        xs = _pad_rows(_dense_rows(X, rows), bucket * batch_size).reshape(bucket, batch_size, -1)
         ys = _pad_rows(Y[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         # Padding rows weigh zero.
         ws = _pad_rows(weights[rows], bucket * batch_size).reshape(bucket, batch_size)
@@ -1185,7 +1187,7 @@ def _run_chunks_unchecked(
             state, terms = state
             innovation_sum = innovation_sum + np.asarray(terms, np.float64)
         if record is not None:
-            n_rows = X[rows].shape[0]
+            n_rows = min(rows.stop, X.shape[0]) - rows.start
             records.append(
                 tuple(
                     np.asarray(a).reshape(*a.shape[:n_lead], bucket * batch_size, *a.shape[n_lead + 2 :])[
@@ -1230,14 +1232,30 @@ def _row_weights(weights, n_rows: int, dtype) -> np.ndarray:
 
 
 def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:
+    if a.shape[0] == n:  # a full chunk: no copy
+        return a
     return np.concatenate([a, np.zeros((n - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
-def _padded_blocks(X: np.ndarray, dtype, block_rows: int = PREDICT_CHUNK):
+def _row_source(X):
+    """``X`` ready to be cut into rows: a SciPy sparse matrix or array (anything with
+    ``tocsr``) in CSR form, which :func:`_dense_rows` densifies one block of rows at a
+    time, so a sparse ``X`` is never dense as a whole; anything else as an ndarray."""
+    return X.tocsr() if hasattr(X, "tocsr") else np.asarray(X)
+
+
+def _dense_rows(X, rows) -> np.ndarray:
+    """The rows ``X[rows]`` of a :func:`_row_source` as a dense ndarray."""
+    block = X[rows]
+    return block.toarray() if hasattr(block, "toarray") else block
+
+
+def _padded_blocks(X, dtype, block_rows: int = PREDICT_CHUNK):
     """``(block, n_rows)`` for consecutive ``block_rows``-row blocks of ``X``, each
     zero-padded to ``block_rows`` rows so every call reuses one compiled shape."""
+    X = _row_source(X)
     for start in range(0, X.shape[0], block_rows):
-        chunk = X[start : start + block_rows]
+        chunk = _dense_rows(X, slice(start, start + block_rows))
         yield np.asarray(_pad_rows(chunk, block_rows), dtype), chunk.shape[0]
 
 
@@ -1258,7 +1276,8 @@ def predict_distribution(
     predictive : predictive value
         E.g. ``Probit()`` or ``LinearizedGaussian()`` (see :func:`make_predictive`).
     state : family state NamedTuple
-    X : array of shape (N, D)
+    X : array or SciPy sparse matrix of shape (N, D)
+        A sparse ``X`` is densified one block of rows at a time.
     obs_noise : float or array of shape (C,), default=1.0
         Observation variance ``R`` (Gaussian likelihood).
     key : PRNG key, optional
@@ -1273,7 +1292,6 @@ def predict_distribution(
     CategoricalPredictive or GaussianPredictive
         With numpy fields of leading dimension N.
     """
-    X = np.asarray(X)
     dtype = state.mean.dtype
     if key is None:
         key = default_key(predictive)
@@ -1290,7 +1308,8 @@ def prior_output_spread(config: FilterConfig, mean, sigma0: float, X) -> float:
     linearised at ``mean``: ``sigma0 sqrt(mean_{n,c} ||d f_c(x_n) / d theta||^2)``, the
     prior predictive check of the estimators (``skbong._health``). One compiled program of
     per-row Jacobians, for the few rows of ``X`` (shape ``(N, D)``)."""
-    return sigma0 * float(np.sqrt(_mean_squared_jacobian(config, mean, np.asarray(X, mean.dtype))))
+    rows = _dense_rows(_row_source(X), slice(None))
+    return sigma0 * float(np.sqrt(_mean_squared_jacobian(config, mean, np.asarray(rows, mean.dtype))))
 
 
 @_jit(static_argnames="config", cpu_options=CPU_RUN_ONCE_OPTIONS)
@@ -1320,14 +1339,14 @@ def predict_at(config: FilterConfig, params, X) -> np.ndarray:
     config : FilterConfig
     params : array of shape (S, P)
         E.g. posterior draws from ``family.sample``.
-    X : array of shape (N, D)
+    X : array or SciPy sparse matrix of shape (N, D)
+        A sparse ``X`` is densified one block of rows at a time.
 
     Returns
     -------
     ndarray of shape (S, N, C)
         Class probabilities (categorical) or regression means (Gaussian).
     """
-    X = np.asarray(X)
     params = jnp.asarray(params)
     outs = []
     for block, n_rows in _padded_blocks(X, params.dtype):

@@ -67,7 +67,7 @@ from .core import (
     run_sweep,
     sample_posterior,
 )
-from .core._filter import CPU_RUN_ONCE_OPTIONS, _jit, _padded_blocks, default_key
+from .core._filter import CPU_RUN_ONCE_OPTIONS, _is_sparse, _jit, _padded_blocks, default_key
 
 __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
 
@@ -350,11 +350,6 @@ def _device_memory() -> tuple[int | None, str]:
     except OSError:
         pass
     return limit, "this host" if device.platform == "cpu" else name
-
-
-def _is_sparse(X) -> bool:
-    """Whether ``X`` is a SciPy sparse matrix or array (validated inputs are CSR)."""
-    return hasattr(X, "tocsr")
 
 
 def _mean_square(X) -> float:

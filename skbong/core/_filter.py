@@ -1237,17 +1237,22 @@ def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([a, np.zeros((n - a.shape[0], *a.shape[1:]), a.dtype)])
 
 
+def _is_sparse(X) -> bool:
+    """Whether ``X`` is a SciPy sparse matrix or array (anything with ``tocsr``)."""
+    return hasattr(X, "tocsr")
+
+
 def _row_source(X):
-    """``X`` ready to be cut into rows: a SciPy sparse matrix or array (anything with
-    ``tocsr``) in CSR form, which :func:`_dense_rows` densifies one block of rows at a
-    time, so a sparse ``X`` is never dense as a whole; anything else as an ndarray."""
-    return X.tocsr() if hasattr(X, "tocsr") else np.asarray(X)
+    """``X`` ready to be cut into rows: a sparse ``X`` in CSR form, which
+    :func:`_dense_rows` densifies one block of rows at a time, so that it is never dense
+    as a whole; anything else as an ndarray."""
+    return X.tocsr() if _is_sparse(X) else np.asarray(X)
 
 
 def _dense_rows(X, rows) -> np.ndarray:
     """The rows ``X[rows]`` of a :func:`_row_source` as a dense ndarray."""
     block = X[rows]
-    return block.toarray() if hasattr(block, "toarray") else block
+    return block.toarray() if _is_sparse(block) else block
 
 
 def _padded_blocks(X, dtype, block_rows: int = PREDICT_CHUNK):

@@ -352,6 +352,11 @@ def _device_memory() -> tuple[int | None, str]:
     return limit, "this host" if device.platform == "cpu" else name
 
 
+#: What ``validate_data`` gives the filter: float64 or float32 (kept as given), and sparse
+#: input as CSR, which the core densifies one compiled chunk of rows at a time.
+_X_FORMAT = {"dtype": [np.float64, np.float32], "accept_sparse": "csr"}
+
+
 def _mean_square(X) -> float:
     """Mean of the squared entries of ``X`` (dense or sparse; 0 for an empty ``X``)."""
     n_entries = X.shape[0] * X.shape[1]
@@ -1529,7 +1534,7 @@ class _BaseBONG(BaseEstimator):
         self._check_structure()
         if self._validated_already(X):
             return X.astype(self.dtype, copy=False)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32], accept_sparse="csr")
+        X = validate_data(self, X, reset=False, **_X_FORMAT)
         return self._in_dtype(X, "X")
 
     def _validated_already(self, X) -> bool:
@@ -1821,7 +1826,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         self : BONGClassifier
         """
         with self._fitting():
-            X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], accept_sparse="csr")
+            X, y = validate_data(self, X, y, **_X_FORMAT)
             check_classification_targets(y)
             sample_weight = self._sample_weight(sample_weight, X)
             classes = np.unique(y)
@@ -1877,7 +1882,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         """
         with self._fitting():
             first_call = not hasattr(self, "posterior_")
-            X, y = validate_data(self, X, y, reset=first_call, dtype=[np.float64, np.float32], accept_sparse="csr")
+            X, y = validate_data(self, X, y, reset=first_call, **_X_FORMAT)
             if first_call:  # later calls refuse any label outside classes_ (_one_hot)
                 check_classification_targets(y)
                 if classes is None:
@@ -2203,9 +2208,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self : BONGRegressor
         """
         with self._fitting():
-            X, y = validate_data(
-                self, X, y, multi_output=True, y_numeric=True, dtype=[np.float64, np.float32], accept_sparse="csr"
-            )
+            X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **_X_FORMAT)
             sample_weight = self._sample_weight(sample_weight, X)
             self._absorb(X, y, reset=True, n_passes=self.max_iter, shuffle=self.shuffle, sample_weight=sample_weight)
         return self
@@ -2229,16 +2232,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         with self._fitting():
             first_call = not hasattr(self, "posterior_")
-            X, y = validate_data(
-                self,
-                X,
-                y,
-                reset=first_call,
-                multi_output=True,
-                y_numeric=True,
-                dtype=[np.float64, np.float32],
-                accept_sparse="csr",
-            )
+            X, y = validate_data(self, X, y, reset=first_call, multi_output=True, y_numeric=True, **_X_FORMAT)
             sample_weight = self._sample_weight(sample_weight, X)
             self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
         return self

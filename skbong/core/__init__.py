@@ -220,6 +220,7 @@ def filter_posterior(
     backtrack: bool | str = False,
     inflation: float = 0.0,
     obs_noise_rate: float = 0.0,
+    reference_obs_noise: float | None = None,
     batch_size: int = 1,
     state=None,
     n_seen: int = 0,
@@ -274,6 +275,10 @@ def filter_posterior(
         ``alpha`` of the inflation that ``dynamics`` names.
     obs_noise_rate : float, default=0.0
         ``eps_min`` of the online noise estimate (LO-FI Eq. 66).
+    reference_obs_noise : float or array of shape (C,), optional
+        ``R_0`` of a noise-scaled belief (``Dynamics(noise_scaled_belief=True)``);
+        ``obs_noise`` by default, where the estimate starts. A call that goes on from an
+        earlier one's ``state`` and final ``obs_noise`` passes the first call's.
     batch_size : int, default=1
         Observations per filter step.
     state : belief state, optional
@@ -307,9 +312,8 @@ def filter_posterior(
     mean0 = jnp.asarray(init_mean)
     if state is None:
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
-    hyper = Hyperparameters(
-        obs_noise, dynamics_decay, process_noise, learning_rate, inflation, obs_noise_rate
-    )
+    reference = obs_noise if reference_obs_noise is None else reference_obs_noise
+    hyper = Hyperparameters(obs_noise, dynamics_decay, process_noise, learning_rate, inflation, obs_noise_rate, reference)
     return run_filter(
         config, state, X, Y, hyper, batch_size=batch_size, key=key, n_seen=n_seen, sample_weight=sample_weight,
         latent_prior=LatentPrior(mean0, 1.0 / jnp.asarray(sigma0, mean0.dtype) ** 2),

@@ -247,6 +247,15 @@ class LowRankCurvature(NamedTuple):
         """``diag(G)`` in ``O(K P)``."""
         return -jnp.sum(self.root**2, axis=1)
 
+    def with_hessian_scale(self, scale) -> "LowRankCurvature":
+        """The same gradient with ``G`` times ``scale`` (> 0): the root times ``sqrt(scale)``,
+        its coordinates divided by it, so that ``g = root @ coords`` still holds."""
+        root_scale = jnp.sqrt(scale).astype(self.root.dtype)
+        factors = self.factors
+        if factors is not None:
+            factors = DenseFactors(factors.inputs, tuple(s * root_scale for s in factors.sens), factors.network)
+        return LowRankCurvature(self.grad, self.root * root_scale, self.coords / root_scale, factors)
+
 
 class DenseCurvature(NamedTuple):
     """Expected gradient and a dense expected Hessian ``hessian`` (P, P)."""
@@ -313,6 +322,7 @@ class LinearizedHessian:
 
     name = "lin_hess"
     stochastic = False
+    empirical_fisher = False
 
     def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key) -> LowRankCurvature:
         """Curvature of a batch ``x`` (B, D), ``y`` (B, C) with row weights ``weight`` (B,)."""
@@ -366,6 +376,7 @@ class LinearizedEF:
 
     name = "lin_ef"
     stochastic = False
+    empirical_fisher = True
 
     def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key) -> LowRankCurvature:
         """Curvature of a batch with row weights ``weight`` (B,)."""
@@ -398,6 +409,7 @@ class MonteCarloEF:
     n_samples: int
     name = "mc_ef"
     stochastic = True
+    empirical_fisher = True
 
     def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key) -> LowRankCurvature:
         """Curvature of a batch from ``n_samples`` draws of the belief ``state``."""
@@ -518,6 +530,7 @@ class MonteCarloHessian:
     n_samples: int
     name = "mc_hess"
     stochastic = True
+    empirical_fisher = False
 
     def __call__(self, apply_fn, likelihood, family, state, x, y, weight, obs_noise, key):
         """Curvature of a batch from ``n_samples`` draws of the belief ``state``."""

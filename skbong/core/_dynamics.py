@@ -65,6 +65,20 @@ class Dynamics:
     adaptive_obs_noise : bool
         Estimate the Gaussian observation variance online from the one-step-ahead
         residuals (LO-FI Eq. 66, per output) instead of keeping it fixed.
+    noise_scaled_belief : bool
+        With ``adaptive_obs_noise``: keep the belief of the model whose prior covariance
+        shares the noise's scale (the noise-scaled prior of the normal-inverse-gamma model,
+        ``Sigma_0 = c sigma0^2 I`` with noise ``c R_0``), at ``c = 1``. The filter steps at
+        ``R_0 = Hyperparameters.reference_obs_noise`` and carries the online estimate
+        ``R_t`` (LO-FI Eq. 66) as ``adaptive_obs_noise`` does; the model's covariance after
+        a step is the belief's times ``c_t``, the mean over the outputs of ``R_t / R_0``. A
+        Hessian curvature's updates are the same for every ``c`` (``J^T J / R`` scales as
+        the prior), so its means are those of the fixed ``R_0``. An empirical-Fisher
+        curvature's are not: ``J^T e e^T J / R^2`` estimates ``J^T J / R`` without bias only
+        where the squared residuals average ``R`` (BONG Sec. 4.5), so its outer products are
+        taken at the model's noise, i.e. divided by ``c_t`` in the belief's units. The
+        recorded one-step-ahead predictives are the model's: their variances are scaled by
+        ``R_t / R_0`` per output.
     innovation_scale : bool
         Keep the Gaussian observation variance fixed and also return the sum over the
         rows of the squared normalised innovation ``e^T (J Sigma_{t|t-1} J^T + R / w)^{-1}
@@ -81,6 +95,7 @@ class Dynamics:
     inflation: str | None = None
     adaptive_obs_noise: bool = False
     innovation_scale: bool = False
+    noise_scaled_belief: bool = False
 
     def __post_init__(self):
         for name, schedule in (("dynamics_decay", self.decay), ("process_noise", self.process_noise)):
@@ -88,6 +103,8 @@ class Dynamics:
                 _check_schedule(name, schedule)
         if self.adaptive_obs_noise and self.innovation_scale:
             raise ValueError("adaptive_obs_noise and innovation_scale exclude each other: the one moves R, the other needs it fixed.")
+        if self.noise_scaled_belief and not self.adaptive_obs_noise:
+            raise ValueError("noise_scaled_belief scales the belief by the online noise estimate: it needs adaptive_obs_noise.")
         if self.inflation is not None and self.inflation not in INFLATIONS:
             raise ValueError(f"Unknown inflation {self.inflation!r}; choose one of {list(INFLATIONS)} or None.")
         if self.inflation in ("bayesian", "hybrid") and (self.decay is not None or self.process_noise is not None):

@@ -245,6 +245,10 @@ class Hyperparameters(NamedTuple):
         ``eps_min`` of the online noise estimate (LO-FI Eq. 66): the weight of the newest
         residual once ``1 / (k + 2)`` falls below it; 0 averages all residuals. Used only
         when the config's dynamics estimate the noise.
+    reference_obs_noise : array, scalar or ``(C,)``
+        ``R_0`` at which a noise-scaled belief is held (``Dynamics.noise_scaled_belief``:
+        the filter steps at it while ``obs_noise`` carries the estimate ``R_t``). Unused
+        otherwise.
     """
 
     obs_noise: jax.Array
@@ -253,9 +257,10 @@ class Hyperparameters(NamedTuple):
     learning_rate: jax.Array = 1.0
     inflation: jax.Array = 0.0
     obs_noise_rate: jax.Array = 0.0
+    reference_obs_noise: jax.Array = 1.0
 
 
-def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameters, key):
+def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameters, key, curvature_scale=None):
     """One update of the predicted belief ``prior`` with the rows ``x, y``, each row's
     likelihood raised to the power ``weight``.
 
@@ -276,6 +281,10 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
     hyper : Hyperparameters
     key : PRNG key
         Randomness of the stochastic estimators.
+    curvature_scale : array, scalar, optional
+        ``s`` multiplying the estimated expected Hessian ``G`` (not the gradient): a
+        noise-scaled belief's empirical-Fisher curvature (``Dynamics.noise_scaled_belief``).
+        Low-rank curvatures only (every empirical-Fisher estimator's).
 
     Returns
     -------
@@ -283,9 +292,10 @@ def update_step(config: FilterConfig, prior, x, y, weight, hyper: Hyperparameter
     """
 
     def curvature_at(current, inner_key):
-        return config.estimator(
+        curvature = config.estimator(
             config.apply_fn, config.likelihood, config.family, current, x, y, weight, hyper.obs_noise, inner_key
         )
+        return curvature if curvature_scale is None else curvature.with_hessian_scale(curvature_scale)
 
     if config.backtrack:
         updated, move_quadratic = apply_rule(
@@ -379,8 +389,14 @@ def _scan_stream(
     if network is not None:
         state = _per_parameter(state, partial(LayeredVector.of, network=network))
 
-    def update(prior, x, y, m, key, step_hyper):
-        return update_step(config, prior, x, y, m, step_hyper, key)
+    def update(prior, x, y, m, key, step_hyper, noise):
+        if not dynamics.noise_scaled_belief:
+            return update_step(config, prior, x, y, m, step_hyper, key)
+        # The model's noise is c_t R_0 and its covariance c_t times the belief's.
+        scale = None
+        if getattr(config.estimator, "empirical_fisher", False):
+            scale = 1.0 / jnp.mean(noise / hyper.reference_obs_noise)
+        return update_step(config, prior, x, y, m, hyper._replace(obs_noise=hyper.reference_obs_noise), key, scale)
 
     def body(carry, batch, base):
         # ``base`` (not None) is the dense covariance of a block of deferred steps: the
@@ -413,7 +429,11 @@ def _scan_stream(
             if record is None:
                 return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
-            predictive = record(config.apply_fn, config.likelihood, family, prior, x, step_hyper.obs_noise, record_key)
+            scaled = dynamics.noise_scaled_belief
+            noise_at = hyper.reference_obs_noise if scaled else step_hyper.obs_noise
+            predictive = record(config.apply_fn, config.likelihood, family, prior, x, noise_at, record_key)
+            if scaled:  # the model's predictive: c_t (J Sigma J^T + R_0) per output, c_t = R_t / R_0
+                predictive = predictive._replace(var=predictive.var * (noise / noise_at))
             if dynamics.innovation_scale and innovation_start is not None:
                 predictive = predictive._replace(var=_innovation_scale(innovation_start, noise, y.shape[-1]) * predictive.var)
             return predictive.log_prob(y), predictive.mean
@@ -425,7 +445,7 @@ def _scan_stream(
 
         def step(state, x, y, m, key):
             prior = predicted(attach(state))
-            updated = detach(update(prior, x, y, m, key, step_hyper))
+            updated = detach(update(prior, x, y, m, key, step_hyper, noise))
             return updated, scored(prior, x, y), prior.mean, innovations(prior, x, y, m)
 
         def skip(state, x, y, *_):
@@ -871,6 +891,8 @@ def run_filter(
     hyper = Hyperparameters(*(_as_hyper(h, dtype) for h in hyper))
     if config.dynamics.adaptive_obs_noise:  # the estimate is carried as one value per output
         hyper = hyper._replace(obs_noise=jnp.broadcast_to(hyper.obs_noise, np.shape(Y)[1:]))
+    if config.dynamics.noise_scaled_belief:
+        hyper = hyper._replace(reference_obs_noise=jnp.broadcast_to(hyper.reference_obs_noise, np.shape(Y)[1:]))
     latent_prior = _latent_prior(config, latent_prior, dtype)
     return _run_chunks(
         _scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, 0, sample_weight, callback,
@@ -976,6 +998,10 @@ def run_sweep(
         noise = hypers.obs_noise
         noise = noise[:, None] if noise.ndim == 1 else noise
         hypers = hypers._replace(obs_noise=jnp.broadcast_to(noise, (n_members, np.shape(Y)[1])))
+    if config.dynamics.noise_scaled_belief:  # per member and output, as the estimate
+        reference = hypers.reference_obs_noise
+        reference = reference[:, None] if reference.ndim == 1 else reference
+        hypers = hypers._replace(reference_obs_noise=jnp.broadcast_to(reference, (n_members, np.shape(Y)[1])))
     for name, h in zip(Hyperparameters._fields, hypers):
         if h.ndim and h.shape[0] != n_members:
             raise ValueError(

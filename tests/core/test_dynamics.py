@@ -363,6 +363,107 @@ def test_linearised_filter_is_invariant_under_a_common_scale(family, x64):
     np.testing.assert_allclose(config.family.covariance(scaled), c * config.family.covariance(plain), rtol=1e-8, atol=1e-14)
 
 
+# ------------------------------------------------------------ noise-scaled belief
+def dense_ef_update(apply, mean, cov, x, y, obs_noise):
+    """One BONG-LIN-EF-FC step (BONG Eqs. 27-28 on natural parameters): ``g = h^T R^-1 e``,
+    ``Sigma'^-1 = Sigma^-1 + g g^T``, ``mu' = mu + Sigma' g``."""
+    h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
+    residual = y - np.asarray(apply(mean, x[None])[0])
+    grad = h.T @ (residual / obs_noise)
+    cov = np.linalg.inv(np.linalg.inv(cov) + np.outer(grad, grad))
+    return mean + cov @ grad, cov
+
+
+def test_noise_scaled_ef_belief_is_the_model_at_the_noise_estimate(x64):
+    """``noise_scaled_belief`` with LIN-EF: each step is the EF step of the model whose noise
+    is the estimate ``R_t`` (Eq. 66) and whose covariance is ``c_t = R_t / R_0`` times the
+    belief held, written out densely; the belief held is the model's divided by ``c_t``,
+    over two calls (the estimate carried, ``R_0`` fixed), and each row is scored by the
+    model's linearised predictive ``N(f, h c_t Sigma h^T + R_t)``. Plain
+    ``adaptive_obs_noise`` runs the same steps on the belief itself: different means."""
+    apply, n_params = network(1)
+    X, Y = stream(15, 1, seed=6)
+    sigma0, reference, rate = 0.6, 0.05, 0.2
+    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
+    mean, cov, noise, log_probs = mean0.copy(), sigma0**2 * np.eye(n_params), np.full(1, reference), []
+    for k, (x, y) in enumerate(zip(X, Y)):
+        scale = noise[0] / reference
+        h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
+        residual = y - np.asarray(apply(mean, x[None])[0])
+        var = np.diag(h @ (scale * cov) @ h.T) + noise
+        log_probs.append(-0.5 * np.sum(np.log(2 * np.pi * var) + residual**2 / var))
+        mean, model_cov = dense_ef_update(apply, mean, scale * cov, x, y, noise)
+        cov = model_cov / scale
+        eps = max(rate, 1 / (k + 2))
+        noise = (1 - eps) * noise + eps * residual**2
+
+    dynamics = Dynamics(adaptive_obs_noise=True, noise_scaled_belief=True)
+    config = make_config(apply, "gaussian", "fc", hessian="lin_ef", dynamics=dynamics)
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    hyper = Hyperparameters(reference, 1.0, 0.0, obs_noise_rate=rate, reference_obs_noise=reference)
+    record = LinearizedGaussian()
+    state, first, _, estimate = run_filter(config, state, X[:6], Y[:6], hyper, record=record)
+    state, second, _, estimate = run_filter(
+        config, state, X[6:], Y[6:], hyper._replace(obs_noise=estimate), n_seen=6, record=record
+    )
+    np.testing.assert_allclose(estimate, noise, rtol=1e-9)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(np.concatenate([first, second]), log_probs, rtol=1e-9)
+
+    plain = make_config(apply, "gaussian", "fc", hessian="lin_ef", dynamics=Dynamics(adaptive_obs_noise=True))
+    adaptive, _ = run_filter(plain, plain.family.init(jnp.asarray(mean0), jnp.asarray(sigma0)), X, Y, hyper)
+    assert np.max(np.abs(adaptive.mean - mean)) > 1e-2
+
+
+@pytest.mark.parametrize("family", ["fc", "diag", "dlr"])
+def test_noise_scaled_hessian_belief_is_the_fixed_noise_filter(family, x64):
+    """A Hessian curvature scales as the prior (``J^T J / R``), so a noise-scaled belief
+    is, step for step, the filter at the fixed ``R_0`` (two outputs)."""
+    apply, n_params = network(2)
+    X, Y = stream(20, 2, seed=3)
+    mean0 = jnp.asarray(np.random.default_rng(5).normal(scale=0.5, size=n_params))
+    scaled = make_config(apply, "gaussian", family, rank=3,
+                         dynamics=Dynamics(adaptive_obs_noise=True, noise_scaled_belief=True))
+    fixed = make_config(apply, "gaussian", family, rank=3)
+    hyper = Hyperparameters(0.05, 1.0, 0.0, obs_noise_rate=0.1, reference_obs_noise=np.array([0.05, 0.2]))
+    state, estimate = run_filter(scaled, scaled.family.init(mean0, jnp.asarray(0.6)), X, Y, hyper)
+    reference = run_filter(fixed, fixed.family.init(mean0, jnp.asarray(0.6)), X, Y,
+                           hyper._replace(obs_noise=np.array([0.05, 0.2])))
+    assert np.all(estimate > 0.1)  # the estimate moved far from R_0; the steps did not follow it
+    for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(reference)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_noise_scaled_sweep_member_matches_single_filter(x64):
+    """Members of a sweep (MC-EF on ``dlr``, each its own ``R_0`` and estimate) equal single filters."""
+    apply, n_params = network(1)
+    X, Y = stream(12, 1, seed=12)
+    config = make_config(apply, "gaussian", "dlr", 3, hessian="mc_ef", n_mc_samples=4,
+                         dynamics=Dynamics(adaptive_obs_noise=True, noise_scaled_belief=True))
+    mean0 = jnp.asarray(np.random.default_rng(13).normal(scale=0.5, size=n_params))
+    scales = np.array([0.3, 1.0])
+    hypers = Hyperparameters(np.array([0.1, 0.4]), 1.0, 0.0, obs_noise_rate=0.1, reference_obs_noise=np.array([0.1, 0.4]))
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    for vectorize in (False, True):
+        states, noises = run_sweep(config, init_sweep(config.family, mean0, scales), X, Y, hypers, keys=keys,
+                                   vectorize=vectorize)
+        for k in range(2):
+            state, noise = run_filter(
+                config, config.family.init(mean0, jnp.asarray(scales[k])), X, Y,
+                Hyperparameters(hypers.obs_noise[k], 1.0, 0.0, obs_noise_rate=0.1,
+                                reference_obs_noise=hypers.reference_obs_noise[k]),
+                key=keys[k],
+            )
+            np.testing.assert_allclose(states.mean[k], state.mean, rtol=1e-8, atol=1e-10)
+            np.testing.assert_allclose(noises[k], noise, rtol=1e-9)
+
+
+def test_noise_scaled_belief_needs_the_noise_estimate():
+    with pytest.raises(ValueError, match="needs adaptive_obs_noise"):
+        Dynamics(noise_scaled_belief=True)
+
+
 def test_innovation_scale_is_gaussian_only():
     with pytest.raises(ValueError, match="Gaussian"):
         make_config(lambda th, x: x, "categorical", "diag", dynamics=Dynamics(innovation_scale=True))

@@ -93,6 +93,17 @@ FULL_COV_PEAK_PER_MEMBER, FULL_COV_PEAK_BASE = 2.4, 1.5
 #: (BONG Eqs. 26 and 28): their expectation is ``J^T R^-1 J`` only where ``E[e e^T] = R``
 #: (the remark before Eq. 28), so that their updates depend on the level of ``R``.
 _EMPIRICAL_FISHER = ("lin_ef", "mc_ef")
+#: How the regressor runs obs_noise="calibrated" with an empirical-Fisher curvature (a
+#: noise-scaled belief whose scale follows the online noise estimate).
+_CALIBRATED_EF = "calibrated_ef"
+
+
+def _noise_label(setting) -> str:
+    """An ``obs_noise`` setting as the filter runs it, in the user's words."""
+    if setting == _CALIBRATED_EF:
+        return f"'calibrated' (with hessian in {_EMPIRICAL_FISHER})"
+    return repr(setting)
+
 
 _HISTORY_DOC = """\
     history_ : list of dict
@@ -766,6 +777,7 @@ class _BaseBONG(BaseEstimator):
             inflation=self.inflation,
             adaptive_obs_noise=self._adaptive_obs_noise,
             innovation_scale=self._calibrated_noise,
+            noise_scaled_belief=self._noise_scaled_belief,
         )
 
     @property
@@ -777,6 +789,12 @@ class _BaseBONG(BaseEstimator):
     def _calibrated_noise(self) -> bool:
         """Whether the noise scale is fitted to the normalised innovations (the regressor's
         "calibrated")."""
+        return False
+
+    @property
+    def _noise_scaled_belief(self) -> bool:
+        """Whether the belief is noise-scaled, its scale following the online noise estimate
+        (the regressor's "calibrated" with an empirical-Fisher curvature)."""
         return False
 
     @property
@@ -841,6 +859,7 @@ class _BaseBONG(BaseEstimator):
         y_loc_scale: tuple[np.ndarray, np.ndarray] | None = None,
         sample_weight: np.ndarray | None = None,
         target_advice: str = "",
+        reference_noise: np.ndarray | None = None,
     ) -> np.ndarray:
         """Absorb ``(X, Y)`` into the posterior; commit attributes only on success.
 
@@ -849,9 +868,10 @@ class _BaseBONG(BaseEstimator):
         scale)`` with which the regressor standardised ``Y``: the prequential record is
         mapped back to the user's units with it. ``sample_weight`` (validated, or None)
         tempers each row's likelihood. ``target_advice`` ends the health messages (the
-        regressor's, when the scale of ``y`` could not be estimated). Returns the
-        observation noise after the call (the online estimate when the regressor estimates
-        it, else ``obs_noise``), per output.
+        regressor's, when the scale of ``y`` could not be estimated). ``reference_noise``
+        is ``R_0`` of a noise-scaled belief (per output). Returns the observation noise
+        after the call (the online estimate when the regressor estimates it, else
+        ``obs_noise``), per output.
         """
         # A RandomState costs more than a one-row step: only fit and a first call need one.
         rng = check_random_state(self.random_state) if reset or shuffle else None
@@ -925,6 +945,8 @@ class _BaseBONG(BaseEstimator):
             key = _stream_key(seed, 0, config.estimator)
             adaptive = config.dynamics.adaptive_obs_noise
             calibrated = config.dynamics.innovation_scale
+            scaled = config.dynamics.noise_scaled_belief
+            reference = reference_noise if scaled else 1.0  # R_0 of a noise-scaled belief, per output
             # Sums of the normalised squared innovations of this call, per member and output, and
             # the rows' total weight (earlier calls included), updated after each pass.
             innovations = np.zeros((1 if grid is None else grid.size, Y.shape[1]))
@@ -938,6 +960,8 @@ class _BaseBONG(BaseEstimator):
                     obs_noise = self._member_obs_noise  # each member goes on with its own estimate
                 else:  # one (C,) noise shared by every member of the sweep
                     obs_noise = np.broadcast_to(obs_noise, (grid.size, *np.shape(obs_noise)))
+                if scaled:
+                    reference = np.broadcast_to(reference, (grid.size, *np.shape(reference)))
             # A schedule lives in the config; the traced constants are then unused.
             hyper = Hyperparameters(
                 obs_noise,
@@ -946,6 +970,7 @@ class _BaseBONG(BaseEstimator):
                 self.learning_rate,
                 self.inflation_alpha,
                 self._noise_rate(),
+                reference,
             )
             if grid is not None:
                 prior_scales = grid
@@ -1182,11 +1207,13 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
-        if calibrated:
-            self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
-        else:
+        if not calibrated:
             for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
                 self.__dict__.pop(name, None)
+        if calibrated:
+            self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
+        elif scaled:
+            self.posterior_ = self._scale_belief(config, obs_noise / reference_noise)
         # A health warning is given when its condition appears: a stream of one-row
         # partial_fit calls does not repeat it on every call while the condition lasts.
         # With a sweep the records are plug-in (see above): errors against R alone, which
@@ -1377,7 +1404,7 @@ class _BaseBONG(BaseEstimator):
             return ""
         noise_advice = (
             " With a fixed obs_noise the observation noise stays where it was set: obs_noise='calibrated' (the "
-            "default) estimates it from the residuals with this curvature, as 'adaptive' does."
+            "default) follows the residuals' level with this curvature."
             if self._fixed_noise
             else ""
         )
@@ -1589,6 +1616,15 @@ class _BaseBONG(BaseEstimator):
         self.noise_scale_ = scale
         with _x64_scope(self.dtype):
             # computed where the belief lives (the device it was fitted on)
+            return config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
+
+    def _scale_belief(self, config, noise_ratio):
+        """Set the noise scale ``c`` (``noise_scale_``) of a noise-scaled belief, the mean over
+        the outputs of ``noise_ratio``, ``R_t / R_0``, and return the posterior with its
+        covariance times ``c`` (``Dynamics.noise_scaled_belief``: the filter holds the
+        belief of the model at ``c = 1``)."""
+        self.noise_scale_ = scale = float(np.mean(noise_ratio))
+        with _x64_scope(self.dtype):
             return config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
 
     def sample_params(self, n_samples=1, random_state=None):
@@ -2054,8 +2090,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         ``benchmarks/noise_scale.py`` measures it). The empirical-Fisher curvatures
         ("lin_ef", "mc_ef") scale with the squared residuals over ``R^2``, not ``1 / R``,
         so their means depend on the level of ``R`` (they estimate the curvature without
-        bias only where the residuals' variance is ``R``, BONG Sec. 4.5): with them
-        "calibrated" runs as "adaptive" (measured in ``benchmarks/ef_noise.py``). "adaptive" starts
+        bias only where the residuals' variance is ``R``, BONG Sec. 4.5): with them the
+        scale follows the residuals as the filter runs, ``c_t = R_t / R_0`` with ``R_t``
+        the estimate of "adaptive" (below), and each step is that of the model at noise
+        ``R_t`` with prior covariance ``c_t sigma0^2 I``. The filter holds its belief at
+        ``c = 1``: its steps take ``R_0``, and the outer products are divided by ``c_t``
+        (``skbong.core.Dynamics.noise_scaled_belief``; MC-EF draws from the belief held).
+        ``benchmarks/ef_noise.py`` measures it against "adaptive" and ``R_0``. "adaptive" starts
         from ``R_0`` and estimates ``R`` online from the one-step-ahead residuals, ``R <-
         (1 - eps) R + eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))``
         after ``k`` steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that
@@ -2078,9 +2119,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     obs_noise_ : ndarray of shape (n_outputs,)
         Observation variance used, in the units of ``y`` squared.
     noise_scale_ : float
-        With ``obs_noise="calibrated"`` (the default) and a Hessian curvature ("lin_hess",
-        "mc_hess"): the fitted scale ``c`` of the noise and of the prior covariance
-        (``obs_noise_ = c R_0``).
+        With ``obs_noise="calibrated"`` (the default): the scale ``c`` of the noise and of
+        the prior covariance, fitted (Hessian curvatures, ``obs_noise_ = c R_0``) or the
+        latest ``R_t / R_0`` (empirical-Fisher curvatures, averaged over the outputs).
     n_features_in_ : int
         Number of features seen during ``fit``.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -2268,19 +2309,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             scale_guessed = self.__dict__.get("_y_scale_guessed", False)
             setting = self._noise_setting
             fitted = self.__dict__.get("_fitted_obs_noise", setting)  # older pickles: unchanged
-            stateful = ("calibrated", "adaptive")
+            stateful = ("calibrated", "adaptive", _CALIBRATED_EF)
             if fitted != setting and (fitted in stateful or setting in stateful):
-                runs_as = (
-                    f" (obs_noise='calibrated' runs as 'adaptive' with hessian in {_EMPIRICAL_FISHER}; "
-                    f"hessian is now {self.hessian!r})"
-                    if self.obs_noise == "calibrated" and "adaptive" in (fitted, setting)
-                    else ""
-                )
                 raise ValueError(
-                    f"obs_noise changed from {fitted!r} to {setting!r}{runs_as} after fitting. A "
-                    f"{'calibrated' if 'calibrated' in (fitted, setting) else 'adaptive'} noise carries "
-                    "its estimate from the rows seen since fit, which the other setting does not have: call fit "
-                    "to start over with it, or set the parameters back."
+                    f"obs_noise changed from {_noise_label(fitted)} to {_noise_label(setting)} after fitting (hessian "
+                    f"is now {self.hessian!r}). A calibrated or adaptive noise carries its estimate from the rows seen "
+                    "since fit, which the other setting does not have: call fit to start over with it, or set the "
+                    "parameters back."
                 )
             # A stateful noise goes on from its estimate; "auto" and a fixed R (which may change
             # between calls) are the setting's.
@@ -2293,6 +2328,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             reset=reset,
             n_passes=n_passes,
             obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)"),
+            reference_noise=self._in_dtype(self._noise_from_setting(scale, Y.shape[1]) / scale**2, "R_0 / Var(y)"),
             shuffle=shuffle,
             squeeze=y_is_1d,
             y_loc_scale=(loc, scale),
@@ -2317,23 +2353,29 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
 
     @property
     def _noise_setting(self):
-        """``obs_noise`` as the filter runs it: "calibrated" runs as "adaptive" with an
-        empirical-Fisher curvature, whose updates depend on the level of ``R``."""
+        """``obs_noise`` as the filter runs it: "calibrated" with an empirical-Fisher
+        curvature, whose updates depend on the level of ``R``, is ``_CALIBRATED_EF``: the
+        noise-scaled belief's scale follows the online noise estimate instead of being fitted
+        after each call."""
         if self.obs_noise == "calibrated" and self.hessian in _EMPIRICAL_FISHER:
-            return "adaptive"
+            return _CALIBRATED_EF
         return self.obs_noise
 
     @property
     def _adaptive_obs_noise(self) -> bool:
-        return self._noise_setting == "adaptive"
+        return self._noise_setting in ("adaptive", _CALIBRATED_EF)
 
     @property
     def _calibrated_noise(self) -> bool:
         return self._noise_setting == "calibrated"
 
     @property
+    def _noise_scaled_belief(self) -> bool:
+        return self._noise_setting == _CALIBRATED_EF
+
+    @property
     def _fixed_noise(self) -> bool:
-        return self._noise_setting not in ("calibrated", "adaptive")
+        return self._noise_setting not in ("calibrated", "adaptive", _CALIBRATED_EF)
 
     def _noise_rate(self) -> float:
         return self.obs_noise_rate

@@ -344,25 +344,51 @@ def test_regressor_refuses_to_switch_to_or_from_an_estimated_noise_after_fitting
     np.testing.assert_array_equal(reg.set_params(obs_noise=fitted).predict(X[200:], return_std=True), before)
 
 
-def test_calibrated_noise_runs_as_adaptive_with_an_empirical_fisher_curvature(linear_stream):
+def test_calibrated_noise_with_an_empirical_fisher_curvature_scales_the_belief_by_the_noise_estimate(linear_stream):
     """LIN-EF's and MC-EF's curvature scales with the squared residuals over R^2, so their
-    means depend on R's level: the default "calibrated" noise runs as "adaptive" with them.
-    Switching to a Hessian curvature after fitting would switch the noise too: refused, and
-    nothing lost."""
+    means depend on R's level: with them the default "calibrated" holds a noise-scaled
+    belief (``Dynamics.noise_scaled_belief``) whose scale ``c = R_t / R_0`` (``noise_scale_``)
+    follows the online estimate ``R_t`` (``obs_noise_``). ``posterior_`` is the model's, the
+    held belief times ``c``: a fit cut into two calls, which goes on from ``posterior_ / c``,
+    ends where one call does. Switching to a Hessian curvature after fitting would switch
+    the noise's meaning: refused, and nothing lost; switching between the two empirical
+    Fishers goes on."""
     X, y = linear_stream
-    params = dict(hessian="lin_ef", hidden_layer_sizes=(4,), random_state=0)
-    default = BONGRegressor(**params).fit(X[:100], y[:100])
-    adaptive = BONGRegressor(obs_noise="adaptive", **params).fit(X[:100], y[:100])
-    before = default.predict(X[200:], return_std=True)
-    np.testing.assert_array_equal(before, adaptive.predict(X[200:], return_std=True))
-    np.testing.assert_array_equal(default.obs_noise_, adaptive.obs_noise_)
-    assert not hasattr(default, "noise_scale_")
-    with pytest.raises(ValueError, match="obs_noise changed from 'adaptive' to 'calibrated'.*now 'lin_hess'.*call fit"):
-        default.set_params(hessian="lin_hess").partial_fit(X[100:200], y[100:200])
-    assert default.t_ == 100
-    np.testing.assert_array_equal(default.set_params(hessian="mc_ef").predict(X[200:], return_std=True), before)
-    default.partial_fit(X[100:200], y[100:200])  # "adaptive" either way: goes on
-    assert default.t_ == 200
+    # Each half standardised on its own: the first call's mean and scale, with which the
+    # regressor standardises y, are then those of both halves.
+    y = np.concatenate([(part - part.mean()) / part.std() for part in (y[:100], y[100:200], y[200:])])
+    params = dict(hessian="lin_ef", hidden_layer_sizes=(4,), dtype="float64", shuffle=False, random_state=0)
+    whole = BONGRegressor(**params).fit(X[:200], y[:200])
+    cut = BONGRegressor(**params).fit(X[:100], y[:100]).partial_fit(X[100:200], y[100:200])
+    for a, b in zip(whole.posterior_, cut.posterior_):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(whole.obs_noise_, cut.obs_noise_, rtol=1e-10)
+    r0 = 0.1
+    np.testing.assert_allclose(whole.obs_noise_, [whole.noise_scale_ * r0], rtol=1e-10)
+    assert whole.noise_scale_ > 1.5  # the residuals of a network of 4 units far exceed 0.1 Var(y)
+    adaptive = BONGRegressor(obs_noise="adaptive", **params).fit(X[:200], y[:200])
+    assert not np.allclose(adaptive.posterior_[0], whole.posterior_[0], atol=1e-3)
+
+    before = whole.predict(X[200:], return_std=True)
+    with pytest.raises(ValueError, match="obs_noise changed from 'calibrated' .*lin_ef.* to 'calibrated' .*now 'lin_hess'"):
+        whole.set_params(hessian="lin_hess").partial_fit(X[200:300], y[200:300])
+    assert whole.t_ == 200
+    np.testing.assert_array_equal(whole.set_params(hessian="mc_ef").predict(X[200:], return_std=True), before)
+    whole.partial_fit(X[200:300], y[200:300])
+    assert whole.t_ == 300
+
+
+def test_calibrated_empirical_fisher_learns_where_a_noise_that_follows_the_residuals_stops_it():
+    """With the noise estimate in the steps (``obs_noise="adaptive"``, LO-FI Eq. 66), an
+    untrained network's residuals raise ``R`` to about ``Var(y)``, where ``sigma0 = 0.3``
+    learns almost nothing, so the residuals stay: on a sine of three periods LIN-EF reached
+    a test R^2 of 0.06 without a warning when "calibrated" ran so. The noise-scaled belief
+    steps at ``R_0`` and learns (0.76)."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, (2000, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=2000)
+    reg = BONGRegressor(hessian="lin_ef", random_state=0).fit(X[:1500], y[:1500])
+    assert reg.score(X[1500:], y[1500:]) > 0.6
 
 
 @pytest.mark.parametrize(

@@ -1212,8 +1212,8 @@ class _BaseBONG(BaseEstimator):
                 self.__dict__.pop(name, None)
         if calibrated:
             self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
-        elif scaled:
-            self.posterior_ = self._scale_belief(config, obs_noise / reference_noise)
+        elif scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
+            self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
         # A health warning is given when its condition appears: a stream of one-row
         # partial_fit calls does not repeat it on every call while the condition lasts.
         # With a sweep the records are plug-in (see above): errors against R alone, which
@@ -1613,18 +1613,15 @@ class _BaseBONG(BaseEstimator):
         n_outputs = total.shape[1]
         scale = (1.0 + float(total[chosen].sum())) / (1.0 + n_outputs * total_weight)
         self._innovation_sum, self._innovation_weight = total, total_weight
+        return self._model_posterior(config, scale)
+
+    def _model_posterior(self, config, scale: float):
+        """Set the noise scale ``c`` (``noise_scale_``) and return the posterior of the model
+        whose prior covariance and noise are ``c`` times the filter's: the belief the filter
+        holds with its covariance times ``c``."""
         self.noise_scale_ = scale
         with _x64_scope(self.dtype):
             # computed where the belief lives (the device it was fitted on)
-            return config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
-
-    def _scale_belief(self, config, noise_ratio):
-        """Set the noise scale ``c`` (``noise_scale_``) of a noise-scaled belief, the mean over
-        the outputs of ``noise_ratio``, ``R_t / R_0``, and return the posterior with its
-        covariance times ``c`` (``Dynamics.noise_scaled_belief``: the filter holds the
-        belief of the model at ``c = 1``)."""
-        self.noise_scale_ = scale = float(np.mean(noise_ratio))
-        with _x64_scope(self.dtype):
             return config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
 
     def sample_params(self, n_samples=1, random_state=None):

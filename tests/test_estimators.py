@@ -370,7 +370,8 @@ def test_calibrated_noise_with_an_empirical_fisher_curvature_scales_the_belief_b
     assert not np.allclose(adaptive.posterior_[0], whole.posterior_[0], atol=1e-3)
 
     before = whole.predict(X[200:], return_std=True)
-    with pytest.raises(ValueError, match="obs_noise changed from 'calibrated' .*lin_ef.* to 'calibrated' .*now 'lin_hess'"):
+    changed = "obs_noise changed from 'calibrated' .*lin_ef.* to 'calibrated' .*now 'lin_hess'"
+    with pytest.raises(ValueError, match=changed):
         whole.set_params(hessian="lin_hess").partial_fit(X[200:300], y[200:300])
     assert whole.t_ == 200
     np.testing.assert_array_equal(whole.set_params(hessian="mc_ef").predict(X[200:], return_std=True), before)

@@ -104,7 +104,9 @@ class Dynamics:
         if self.adaptive_obs_noise and self.innovation_scale:
             raise ValueError("adaptive_obs_noise and innovation_scale exclude each other: the one moves R, the other needs it fixed.")
         if self.noise_scaled_belief and not self.adaptive_obs_noise:
-            raise ValueError("noise_scaled_belief scales the belief by the online noise estimate: it needs adaptive_obs_noise.")
+            raise ValueError(
+                "noise_scaled_belief scales the belief by the online noise estimate: it needs adaptive_obs_noise."
+            )
         if self.inflation is not None and self.inflation not in INFLATIONS:
             raise ValueError(f"Unknown inflation {self.inflation!r}; choose one of {list(INFLATIONS)} or None.")
         if self.inflation in ("bayesian", "hybrid") and (self.decay is not None or self.process_noise is not None):

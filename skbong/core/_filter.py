@@ -389,14 +389,14 @@ def _scan_stream(
     if network is not None:
         state = _per_parameter(state, partial(LayeredVector.of, network=network))
 
+    scaled_belief = dynamics.noise_scaled_belief
+    scaled_curvature = scaled_belief and getattr(config.estimator, "empirical_fisher", False)
+
     def update(prior, x, y, m, key, step_hyper, noise):
-        if not dynamics.noise_scaled_belief:
-            return update_step(config, prior, x, y, m, step_hyper, key)
-        # The model's noise is c_t R_0 and its covariance c_t times the belief's.
-        scale = None
-        if getattr(config.estimator, "empirical_fisher", False):
-            scale = 1.0 / jnp.mean(noise / hyper.reference_obs_noise)
-        return update_step(config, prior, x, y, m, hyper._replace(obs_noise=hyper.reference_obs_noise), key, scale)
+        # A noise-scaled belief steps at R_0; the model's noise is R_t = noise and its
+        # covariance c_t = mean(R_t / R_0) times the belief's.
+        scale = 1.0 / jnp.mean(noise / step_hyper.obs_noise) if scaled_curvature else None
+        return update_step(config, prior, x, y, m, step_hyper, key, scale)
 
     def body(carry, batch, base):
         # ``base`` (not None) is the dense covariance of a block of deferred steps: the
@@ -410,7 +410,11 @@ def _scan_stream(
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
         n_steps = t // rows_per_step  # steps taken before this one
-        step_hyper = hyper._replace(obs_noise=noise) if dynamics.adaptive_obs_noise else hyper
+        step_hyper = hyper
+        if scaled_belief:
+            step_hyper = hyper._replace(obs_noise=hyper.reference_obs_noise)
+        elif dynamics.adaptive_obs_noise:
+            step_hyper = hyper._replace(obs_noise=noise)
 
         def predicted(state):
             if static_belief:
@@ -429,11 +433,9 @@ def _scan_stream(
             if record is None:
                 return None
             # One-step-ahead predictive of the rows before they are used (LO-FI Algorithm 1).
-            scaled = dynamics.noise_scaled_belief
-            noise_at = hyper.reference_obs_noise if scaled else step_hyper.obs_noise
-            predictive = record(config.apply_fn, config.likelihood, family, prior, x, noise_at, record_key)
-            if scaled:  # the model's predictive: c_t (J Sigma J^T + R_0) per output, c_t = R_t / R_0
-                predictive = predictive._replace(var=predictive.var * (noise / noise_at))
+            predictive = record(config.apply_fn, config.likelihood, family, prior, x, step_hyper.obs_noise, record_key)
+            if scaled_belief:  # the model's predictive: c_t (J Sigma J^T + R_0) per output, c_t = R_t / R_0
+                predictive = predictive._replace(var=predictive.var * (noise / step_hyper.obs_noise))
             if dynamics.innovation_scale and innovation_start is not None:
                 predictive = predictive._replace(var=_innovation_scale(innovation_start, noise, y.shape[-1]) * predictive.var)
             return predictive.log_prob(y), predictive.mean

@@ -443,7 +443,8 @@ def test_noise_scaled_sweep_member_matches_single_filter(x64):
                          dynamics=Dynamics(adaptive_obs_noise=True, noise_scaled_belief=True))
     mean0 = jnp.asarray(np.random.default_rng(13).normal(scale=0.5, size=n_params))
     scales = np.array([0.3, 1.0])
-    hypers = Hyperparameters(np.array([0.1, 0.4]), 1.0, 0.0, obs_noise_rate=0.1, reference_obs_noise=np.array([0.1, 0.4]))
+    noises = np.array([0.1, 0.4])
+    hypers = Hyperparameters(noises, 1.0, 0.0, obs_noise_rate=0.1, reference_obs_noise=noises)
     keys = jax.random.split(jax.random.PRNGKey(3), 2)
     for vectorize in (False, True):
         states, noises = run_sweep(config, init_sweep(config.family, mean0, scales), X, Y, hypers, keys=keys,

@@ -8,8 +8,8 @@ level of ``R``. Settings, per family (``dlr`` rank 10, ``diag``, ``fc``; the est
 defaults otherwise: MLP with one hidden layer of 50 ReLU units, BONG, one pass, batch size
 1, ``sigma0 = 0.3``):
 
-* **LIN-HESS**: the default ``hessian="lin_hess"`` and ``obs_noise``, the reference, and
-  with ``obs_noise="adaptive"``;
+* **LIN-HESS**: the default ``hessian="lin_hess"`` and ``obs_noise``, the reference; with
+  ``obs_noise="adaptive"``, and with it and ``sigma0="auto"``;
 * **EF at R_0**: ``obs_noise="auto"``, the fixed ``R_0 = 0.1 Var(y)``. The means, so the
   RMSE, of the default ``"calibrated"`` for these curvatures until 2026-11-28;
 * **EF adaptive**: ``obs_noise="adaptive"`` (LO-FI Eq. 66: the steps take ``R_t``, which
@@ -48,7 +48,11 @@ from skbong.metrics import gaussian_nlpd
 
 FAMILIES = ("dlr", "diag", "fc")
 #: (label, estimator parameters) per family.
-SETTINGS = [("LIN-HESS", dict()), ("LIN-HESS adaptive", dict(obs_noise="adaptive"))] + [
+SETTINGS = [
+    ("LIN-HESS", dict()),
+    ("LIN-HESS adaptive", dict(obs_noise="adaptive")),
+    ("LIN-HESS adaptive, sigma0 auto", dict(obs_noise="adaptive", sigma0="auto")),
+] + [
     (f"{method} {label}", dict(hessian=hessian, **noise))
     for method, hessian in (("LIN-EF", "lin_ef"), ("MC-EF", "mc_ef"))
     for label, noise in (("at R_0", dict(obs_noise="auto")), ("adaptive", dict(obs_noise="adaptive")), ("default", {}))

@@ -2098,10 +2098,15 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         (1 - eps) R + eps (y - y_hat)^2`` with ``eps = max(obs_noise_rate, 1 / (k + 2))``
         after ``k`` steps (LO-FI Appendix C.2, Eq. 66), so it follows a noise level that
         changes; a row of weight ``w`` moves it as ``w`` repeats of its residual would.
-        The value in use is stored in ``obs_noise_`` (for "adaptive", the latest
-        estimate, which the predictions use).
+        Its steps take that estimate with ``sigma0`` fixed: an untrained network's
+        residuals, about ``Var(y)``, can hold the prior too narrow against the noise to
+        learn (a sine: test RMSE near the standard deviation of y, no warning,
+        ``benchmarks/results/ef_noise.md``); pair it with ``sigma0="auto"``. The value in
+        use is stored in ``obs_noise_`` (for "adaptive", the latest estimate, which the
+        predictions use).
     obs_noise_rate : float, default=0.01
-        ``eps_min`` of ``obs_noise="adaptive"``: the weight of the newest residual once
+        ``eps_min`` of ``obs_noise="adaptive"`` (and of the scale that "calibrated"
+        follows with an empirical-Fisher curvature): the weight of the newest residual once
         the running average has seen ``1 / obs_noise_rate`` steps (about the last
         ``2 / obs_noise_rate`` rows count); 0 averages all residuals."""
         + _SHARED_PARAMS_DOC

@@ -20,6 +20,7 @@ from skbong.core import (
     LinearizedGaussian,
     init_sweep,
     belief_is_valid,
+    filter_posterior,
     make_config,
     run_filter,
     run_sweep,
@@ -410,6 +411,17 @@ def test_noise_scaled_ef_belief_is_the_model_at_the_noise_estimate(x64):
     np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(np.concatenate([first, second]), log_probs, rtol=1e-9)
+
+    # filter_posterior: R_0 defaults to the first call's obs_noise; a call that goes on
+    # passes the last estimate as obs_noise and the first call's value as R_0.
+    kwargs = dict(hessian="lin_ef", family="fc", sigma0=sigma0, dynamics=dynamics, obs_noise_rate=rate)
+    state, estimate = filter_posterior(apply, jnp.asarray(mean0), X[:6], Y[:6], obs_noise=reference, **kwargs)
+    state, estimate = filter_posterior(
+        apply, jnp.asarray(mean0), X[6:], Y[6:], obs_noise=estimate, reference_obs_noise=reference, state=state,
+        n_seen=6, **kwargs
+    )
+    np.testing.assert_allclose(estimate, noise, rtol=1e-9)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
 
     plain = make_config(apply, "gaussian", "fc", hessian="lin_ef", dynamics=Dynamics(adaptive_obs_noise=True))
     adaptive, _ = run_filter(plain, plain.family.init(jnp.asarray(mean0), jnp.asarray(sigma0)), X, Y, hyper)

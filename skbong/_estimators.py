@@ -1207,13 +1207,13 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
-        if not calibrated:
-            for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
-                self.__dict__.pop(name, None)
         if calibrated:
             self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
-        elif scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
-            self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
+        else:
+            for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
+                self.__dict__.pop(name, None)
+            if scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
+                self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
         # A health warning is given when its condition appears: a stream of one-row
         # partial_fit calls does not repeat it on every call while the condition lasts.
         # With a sweep the records are plug-in (see above): errors against R alone, which
@@ -2330,7 +2330,11 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             reset=reset,
             n_passes=n_passes,
             obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)"),
-            reference_noise=self._in_dtype(self._noise_from_setting(scale, Y.shape[1]) / scale**2, "R_0 / Var(y)"),
+            reference_noise=(
+                self._in_dtype(self._noise_from_setting(scale, Y.shape[1]) / scale**2, "R_0 / Var(y)")
+                if self._noise_scaled_belief
+                else None
+            ),
             shuffle=shuffle,
             squeeze=y_is_1d,
             y_loc_scale=(loc, scale),

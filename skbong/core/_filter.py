@@ -996,14 +996,13 @@ def run_sweep(
     if keys.shape[0] != n_members:
         raise ValueError(f"keys must hold one key per member ({n_members}), got shape {keys.shape}.")
     hypers = Hyperparameters(*(_as_hyper(h, dtype) for h in hypers))
+    def per_member_and_output(value):  # a scalar, one value per member, or (members, outputs)
+        return jnp.broadcast_to(value[:, None] if value.ndim == 1 else value, (n_members, np.shape(Y)[1]))
+
     if config.dynamics.adaptive_obs_noise:  # one estimate per member and output
-        noise = hypers.obs_noise
-        noise = noise[:, None] if noise.ndim == 1 else noise
-        hypers = hypers._replace(obs_noise=jnp.broadcast_to(noise, (n_members, np.shape(Y)[1])))
-    if config.dynamics.noise_scaled_belief:  # per member and output, as the estimate
-        reference = hypers.reference_obs_noise
-        reference = reference[:, None] if reference.ndim == 1 else reference
-        hypers = hypers._replace(reference_obs_noise=jnp.broadcast_to(reference, (n_members, np.shape(Y)[1])))
+        hypers = hypers._replace(obs_noise=per_member_and_output(hypers.obs_noise))
+    if config.dynamics.noise_scaled_belief:  # R_0 likewise
+        hypers = hypers._replace(reference_obs_noise=per_member_and_output(hypers.reference_obs_noise))
     for name, h in zip(Hyperparameters._fields, hypers):
         if h.ndim and h.shape[0] != n_members:
             raise ValueError(

@@ -832,9 +832,42 @@ def _diag_kalman_dense_step(
     return DiagState(mean, jax.tree.map(lambda var, dg: var / (1.0 + var * dg), state.var, diagonal)), move_quadratic
 
 
+class _DiagonalFamily(_GaussianFamily):
+    """Shared body of the two diagonal families: the belief is a mean and a variance per
+    weight; the subclasses fix the coordinates of the plain steps and ``_moment``, which
+    :func:`_diag_kalman_step` projects onto (the precision, or the covariance)."""
+
+    #: MC-HESS gives these families the diagonal of the Hessian (Hutchinson), not a matrix.
+    diagonal = True
+    _moment: bool
+    _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
+    _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
+    _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
+    _cov_dot = staticmethod(lambda state, v: state.var * v)
+    marginal_variance = staticmethod(lambda state: state.var)
+
+    precision_quadratic = staticmethod(_diag_precision_quadratic)
+
+    def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
+        """The Kalman step projected on the diagonal (see ``kalman``), else the printed
+        steps (the subclass's docstring names their equations)."""
+        return self.natural_step_with_move_quadratic(state, prior, curv, lr, with_kl)[0]
+
+    def natural_step_with_move_quadratic(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool):
+        """:meth:`natural_step` and ``delta^T S^{-1} delta`` of its mean move ``delta`` where
+        the Kalman step gives it from its small matrices (:func:`_diag_kalman_step`), else
+        None."""
+        if self.kalman and isinstance(curv, LowRankCurvature) and not with_kl:
+            return _diag_kalman_step(state, curv, lr, moment=self._moment)
+        return super().natural_step(state, prior, curv, lr, with_kl), None
+
+
 @dataclass(frozen=True)
-class Diagonal(_GaussianFamily):
+class Diagonal(_DiagonalFamily):
     """Diagonal covariance, natural parameters (DIAG).
+
+    Its natural step is the Kalman step projected on the diagonal precision (see
+    ``kalman``), else Eqs. 210-213 (BONG), 226-227 (BLR).
 
     Parameters
     ----------
@@ -851,34 +884,16 @@ class Diagonal(_GaussianFamily):
 
     kalman: bool = True
     name = "diag"
-    #: MC-HESS gives this family the diagonal of the Hessian (Hutchinson), not a matrix.
-    diagonal = True
+    _moment = False
     _ops, _ngd, _gd = _Elementwise, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
-    _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
-    _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
-    _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
-    _cov_dot = staticmethod(lambda state, v: state.var * v)
-    marginal_variance = staticmethod(lambda state: state.var)
-
-    precision_quadratic = staticmethod(_diag_precision_quadratic)
-
-    def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
-        """Kalman step projected on the diagonal precision (see ``kalman``), else Eqs. 210-213
-        (BONG), 226-227 (BLR)."""
-        return self.natural_step_with_move_quadratic(state, prior, curv, lr, with_kl)[0]
-
-    def natural_step_with_move_quadratic(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool):
-        """:meth:`natural_step` and ``delta^T S^{-1} delta`` of its mean move ``delta`` where
-        the Kalman step gives it from its small matrices (:func:`_diag_kalman_step`), else
-        None."""
-        if self.kalman and isinstance(curv, LowRankCurvature) and not with_kl:
-            return _diag_kalman_step(state, curv, lr, moment=False)
-        return super().natural_step(state, prior, curv, lr, with_kl), None
 
 
 @dataclass(frozen=True)
-class DiagonalMoment(_GaussianFamily):
+class DiagonalMoment(_DiagonalFamily):
     """Diagonal covariance, moment parameters (DIAG_MOM).
+
+    Its natural step is the Kalman step projected on the diagonal covariance (see
+    ``kalman``), else Eqs. 246-247 (BONG), 252-253 (BLR).
 
     Parameters
     ----------
@@ -893,28 +908,8 @@ class DiagonalMoment(_GaussianFamily):
 
     kalman: bool = True
     name = "diag_mom"
-    diagonal = True
+    _moment = True
     _ops, _ngd, _gd = _Elementwise, staticmethod(_moment_coords_ngd), staticmethod(_moment_coords_gd)
-    _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
-    _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
-    _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
-    _cov_dot = staticmethod(lambda state, v: state.var * v)
-    marginal_variance = staticmethod(lambda state: state.var)
-
-    precision_quadratic = staticmethod(_diag_precision_quadratic)
-
-    def natural_step(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool) -> DiagState:
-        """Kalman step projected on the diagonal covariance (see ``kalman``), else
-        Eqs. 246-247 (BONG), 252-253 (BLR)."""
-        return self.natural_step_with_move_quadratic(state, prior, curv, lr, with_kl)[0]
-
-    def natural_step_with_move_quadratic(self, state: DiagState, prior: DiagState, curv: Curvature, lr, with_kl: bool):
-        """:meth:`natural_step` and ``delta^T S^{-1} delta`` of its mean move ``delta`` where
-        the Kalman step gives it from its small matrices (:func:`_diag_kalman_step`), else
-        None."""
-        if self.kalman and isinstance(curv, LowRankCurvature) and not with_kl:
-            return _diag_kalman_step(state, curv, lr, moment=True)
-        return super().natural_step(state, prior, curv, lr, with_kl), None
 
 
 @dataclass(frozen=True)

@@ -1034,7 +1034,7 @@ class _BaseBONG(BaseEstimator):
                     log_prob, prediction, evidence = progress.model_average()
                 log_probs.append(log_prob)
                 predictions.append(prediction)
-                health = update_health(health, self._likelihood, ys, log_prob, prediction, noise_floor)
+                health = update_health(health, self._likelihood, ys, log_prob, prediction, noise_floor, ws)
                 n_seen += X.shape[0]
                 passes_weight += X.shape[0] if ws is None else float(np.sum(ws))
             if grid is None:

@@ -361,39 +361,43 @@ def _gaussian_log_probs(
     return -0.5 * np.sum(np.log(2 * np.pi * var) + (Y - mean) ** 2 / var, axis=1)
 
 
-def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarray) -> np.ndarray:
-    """What the rows ``Y`` add to ``baseline_stats``; ``residual_squares`` is the sum of the
-    model's squared residuals over them (Gaussian; zero for unscored rows)."""
+def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """What the rows ``Y`` of weights ``w`` add to ``baseline_stats``; ``residual_squares`` is
+    the sum of the model's squared residuals over them (Gaussian; zero for unscored rows)."""
     if likelihood == "categorical":
-        return Y.sum(axis=0)
-    return np.stack([np.full(Y.shape[1], Y.shape[0]), Y.sum(axis=0), (Y**2).sum(axis=0), residual_squares])
+        return w @ Y
+    return np.stack([np.full(Y.shape[1], w.sum()), w @ Y, w @ Y**2, residual_squares])
 
 
 def _log_probs(
-    likelihood: str, Y: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int, noise_floor=None
+    likelihood: str, Y: np.ndarray, w: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int,
+    noise_floor=None,
 ):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
     (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
-    scored before. ``noise_floor`` (Gaussian; per output, or None) is the least variance
+    scored before. The constant predictor learns from the rows by their weights ``w``, as
+    the model does (class frequencies, or the mean and spread of ``y``). ``noise_floor`` (Gaussian; per output, or None) is the least variance
     at which the constant predictor is scored a second time, for the divergence verdict;
     the returned pair of log-probabilities then has that score third (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
-        before = stats + np.cumsum(Y, axis=0) - Y  # counts before each row
+        weighted = w[:, None] * Y
+        before = stats + np.cumsum(weighted, axis=0) - weighted  # counts before each row
         proba = (before + 0.5) / (before.sum(axis=1, keepdims=True) + 0.5 * n_classes)
         scores = (np.asarray(model_log_probs, np.float64), np.log(np.sum(Y * proba, axis=1)))
         label = Y.argmax(axis=1)
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
         with np.errstate(over="ignore", invalid="ignore"):
             briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
-        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None)
+        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         rows_before = np.arange(Y.shape[0])[:, None]
-        count = stats[0] + rows_before
-        total = stats[1] + np.cumsum(Y, axis=0) - Y
-        squares = stats[2] + np.cumsum(Y**2, axis=0) - Y**2
+        weight = w[:, None]
+        count = stats[0] + np.cumsum(weight, axis=0) - weight
+        total = stats[1] + np.cumsum(weight * Y, axis=0) - weight * Y
+        squares = stats[2] + np.cumsum(weight * Y**2, axis=0) - weight * Y**2
         mean = total / count
         spread = np.maximum(squares - count * mean**2, 0.0)
         baseline = _gaussian_log_probs(Y, mean, count, spread)
@@ -402,23 +406,38 @@ def _log_probs(
             floored = _gaussian_log_probs(Y, mean, count, spread, np.maximum(np.asarray(noise_floor, np.float64), 1e-12))
         model_count = 1 + n_scored + rows_before  # one pseudo-residual, then the scored rows
         model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
-        added = _added_statistics(likelihood, Y, residuals.sum(axis=0))
+        added = _added_statistics(likelihood, Y, residuals.sum(axis=0), w)
     no_hits = np.zeros(Y.shape[0])
     return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats + added
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
-                  model_means: np.ndarray, noise_floor=None) -> StreamHealth:
+                  model_means: np.ndarray, noise_floor=None, row_weights=None) -> StreamHealth:
     """Score a run of observations ``Y`` (in the filter's units) given the model's
     one-step-ahead log-probabilities of them ``(N,)`` (for a Gaussian, at the noise the
     filter runs at; None leaves the noise check without data) and its means ``(N, C)``
     (class probabilities, or the predicted targets). ``noise_floor`` (Gaussian: the
     observation noise ``R`` the filter runs at, per output, in its units) is the least
     variance of the constant predictor that the divergence verdict compares with (module
-    docstring); None for none."""
+    docstring); None for none.
+
+    ``row_weights`` ``(N,)`` (the fit's ``sample_weight``; None for ones): a row of weight 0
+    changes nothing in the posterior, so it is not scored and not counted; the others
+    count by their weight in the running sums and in what the constant predictor learns.
+    The burn-in and the minimum counts of the verdicts count rows."""
+    if row_weights is not None:
+        row_weights = np.asarray(row_weights, np.float64)
+        kept = row_weights > 0
+        if not kept.all():
+            Y, model_means = Y[kept], np.asarray(model_means)[kept]
+            model_log_probs = None if model_log_probs is None else np.asarray(model_log_probs)[kept]
+            row_weights = row_weights[kept]
+        if Y.shape[0] == 0:
+            return health
+    w = np.ones(Y.shape[0]) if row_weights is None else row_weights
     n_unscored = min(Y.shape[0], max(0, BURN_IN - health.n_seen))
     # The burn-in rows only teach the constant predictor.
-    stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]))
+    stats = health.baseline_stats + _added_statistics(likelihood, Y[:n_unscored], np.zeros(Y.shape[1]), w[:n_unscored])
     if likelihood != "categorical" and health.n_seen < BURN_IN <= health.n_seen + n_unscored:
         # The model's residual variance starts from one pseudo-residual the size of the
         # spread of y over the burn-in (the constant predictor's variance then), not from 1:
@@ -427,15 +446,15 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         count, total, squares = stats[0], stats[1], stats[2]
         stats = stats.copy()
         stats[3] = np.maximum(squares / count - (total / count) ** 2, 1e-12)
-    Y = Y[n_unscored:]
+    Y, w = Y[n_unscored:], w[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
     (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
-        likelihood, Y, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
+        likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
     )
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]
-    weights = decay ** np.arange(n - 1, -1, -1)
+    weights = decay ** np.arange(n - 1, -1, -1) * w
     shrink = decay**n
     floored_loss = None
     if floored is not None:  # a state kept before the floor goes on from its plain sum

@@ -7,6 +7,8 @@ model, where the filter is exact Bayes and the order of rows does not matter), t
 closed-form weighted Bayesian linear regression, and zero weights against removed rows.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -123,6 +125,56 @@ def test_zero_weight_rows_are_removed_rows(family):
     removed = BONGClassifier(**params).fit(X[weights > 0], y[weights > 0])
     for a, b in zip(_leaves(with_zeros.posterior_), _leaves(removed.posterior_)):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_zero_weight_rows_are_not_scored_by_the_health_checks():
+    """The divergence and learning checks score rows by their weights: rows of weight zero,
+    here 300 of 400 with flipped labels (or one target of 1e4), change nothing in the fit,
+    so the fit equals the one without them and neither raises nor warns. Scored, the
+    flipped rows cost the model over 3 nats each and the fit was refused as diverged."""
+    rng = np.random.RandomState(1)
+    X = rng.randn(400, 3)
+    y = (X[:, 0] > 0).astype(int)
+    flipped = np.r_[y[:100], 1 - y[100:]]
+    weights = np.r_[np.ones(100), np.zeros(300)]
+    params = dict(hidden_layer_sizes=(5,), sigma0=1.0, shuffle=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weighted = BONGClassifier(**params).fit(X, flipped, sample_weight=weights)
+        removed = BONGClassifier(**params).fit(X[:100], flipped[:100])
+    np.testing.assert_allclose(weighted.predict_proba(X), removed.predict_proba(X), rtol=1e-5, atol=1e-6)
+    assert weighted.score(X, y) > 0.9
+
+    target = X @ np.array([1.0, 2.0, 3.0]) + 0.1 * rng.randn(400)
+    outlier = target.copy()
+    outlier[150] = 1e4
+    weights = np.ones(400)
+    weights[150] = 0.0
+    for obs_noise in ("calibrated", "adaptive"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            reg = BONGRegressor(hidden_layer_sizes=(5,), obs_noise=obs_noise, random_state=0)
+            assert reg.fit(X, outlier, sample_weight=weights).score(X, target) > 0.99
+
+
+def test_the_constant_predictor_of_the_health_checks_learns_by_the_weights():
+    """The checks compare the model with a constant predictor that learns from the rows by
+    their weights, as the model does: under class weights that make two classes equally
+    heavy, both predict them about equally often, so a model that learned the weighted
+    problem is not reported as losing to the unweighted class frequencies (9 to 1 here)."""
+    rng = np.random.RandomState(0)
+    y = (rng.uniform(size=2000) < 0.1).astype(int)
+    X = rng.randn(2000, 2)  # no signal: the weighted constant is the best anyone can do
+    weights = np.where(y == 1, 9.0, 1.0)
+    clf = BONGClassifier(hidden_layer_sizes=(3,), sigma0=0.1, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.fit(X, y, sample_weight=weights)
+    proba = clf.predict_proba(X).mean(axis=0)
+    assert abs(proba[1] - 0.5) < 0.1
+    health = clf._health
+    assert abs(health.model_mean_loss - health.baseline_mean_loss) < 0.05
+    assert not [w for w in caught if "far worse" in str(w.message) or "diverged" in str(w.message)]
 
 
 def test_monte_carlo_draws_follow_the_position_of_a_row_whatever_the_weights():

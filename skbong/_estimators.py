@@ -1226,7 +1226,7 @@ class _BaseBONG(BaseEstimator):
             conflict > PRIOR_CONFLICT
             and n_seen >= HORIZON
             and self.inflation is None
-            and (pull := prior_pull(state[0], prior_mean, prior_scale, config.family.marginal_variance(state)))
+            and (pull := prior_pull(state[0], prior_mean, prior_scale, self._marginal_variance(config, state)))
             > PRIOR_PULL
         ):
             condition = "prior_conflict"
@@ -1444,6 +1444,12 @@ class _BaseBONG(BaseEstimator):
         if not causes:
             return ""
         return " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights."
+
+    def _marginal_variance(self, config, state) -> np.ndarray:
+        """The belief's variance per weight on the host, computed in the estimator's dtype (a
+        float64 belief's DLR algebra builds float64 matrices, which need JAX's x64 mode)."""
+        with _x64_scope(self.dtype):
+            return np.asarray(config.family.marginal_variance(state))
 
     def _check_memory(self, n_params: int) -> None:
         """Refuse a full-covariance family whose fit cannot fit in the device's memory.

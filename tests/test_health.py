@@ -254,6 +254,18 @@ def test_a_prior_at_odds_with_the_inputs_warns(digits):
     assert_same_initial_weights(clf._prior_mean, MLPSpec(64, (16,), 10, "relu").init_params(clf._seed).astype(np.float32))
 
 
+def test_the_prior_conflict_check_of_a_float64_fit_runs_in_float64():
+    # The check reads the belief's variances, which on DLR come from float64 matrices: it
+    # must run under JAX's x64 mode, not truncate them to float32 with a UserWarning each.
+    rng = np.random.RandomState(5)
+    X = rng.randn(600, 3)
+    y = np.digitize(X[:, 0], [-0.5, 0.5])
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Explicitly requested dtype")
+        with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data"):
+            BONGClassifier(hidden_layer_sizes=(5,), dtype="float64", random_state=0).fit(X, y)
+
+
 @pytest.mark.parametrize("family", ["fc", "diag", "dlr"])
 def test_a_prior_conflict_that_the_data_override_is_silent(family):
     # A linear model on 500 rows: its 6 weights (standardised units, about 1 for the one

@@ -1898,8 +1898,16 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         # 'balanced' weighs n_samples / (n_classes * count): the classes of y, each present.
         present = np.unique(y) if self.class_weight == "balanced" else classes
         per_class = compute_class_weight(self.class_weight, classes=present, y=y)
+        if not (np.all(np.isfinite(per_class)) and np.all(per_class >= 0)):
+            raise ValueError(f"class_weight must be finite and non-negative, got {self.class_weight!r}.")
         weights = per_class[np.searchsorted(present, y)]
-        return weights if sample_weight is None else weights * sample_weight
+        weights = weights if sample_weight is None else weights * sample_weight
+        if not np.any(weights > 0):
+            raise ValueError(
+                "class_weight (times sample_weight) gives every row weight 0: the rows would change "
+                "nothing. Give at least one row's class a positive weight."
+            )
+        return weights
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None, sample_weight=None):

@@ -244,6 +244,29 @@ def test_bad_sample_weight_is_refused_and_loses_nothing(bad):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize(
+    "class_weight, message",
+    [
+        ({0: -1.0, 1: 1.0, 2: 1.0}, "class_weight must be finite"),
+        ({0: np.nan, 1: 1.0, 2: 1.0}, "class_weight must be finite"),
+        ({0: np.inf, 1: 1.0, 2: 1.0}, "class_weight must be finite"),
+        ({0: 0.0, 1: 0.0, 2: 0.0}, "every row weight 0"),
+    ],
+)
+def test_bad_class_weight_is_refused_by_name_and_loses_nothing(class_weight, message):
+    X, y = load_iris(return_X_y=True)
+    clf = BONGClassifier(hidden_layer_sizes=(3,), random_state=0)
+    with pytest.raises(ValueError, match=message):
+        clf.set_params(class_weight=class_weight).fit(X / 8, y)
+    assert not hasattr(clf, "posterior_")
+    clf.set_params(class_weight=None).fit(X / 8, y)
+    before = _leaves(clf.posterior_)
+    with pytest.raises(ValueError, match=message):
+        clf.set_params(class_weight=class_weight).partial_fit(X / 8, y)
+    for a, b in zip(before, _leaves(clf.posterior_)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_fit_that_diverges_under_heavy_weights_names_them():
     # A row of weight w enters as w observations of it: at 1e6 each step refits its row and
     # the filter diverges. The error must point at the weights, not only at sigma0; with

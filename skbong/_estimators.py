@@ -2405,7 +2405,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """Per-output (weighted) mean and standard deviation of ``Y``, and where that scale
         was taken as 1 instead: where ``Y`` is constant (up to round-off) or has fewer than
         two rows of positive weight."""
-        weights = np.ones(Y.shape[0]) if sample_weight is None else sample_weight
+        # Only the weights' ratios matter: relative to the largest, their sum cannot overflow.
+        weights = np.ones(Y.shape[0]) if sample_weight is None else sample_weight / np.max(sample_weight)
         loc = np.average(Y, axis=0, weights=weights)
         scale = np.sqrt(np.average((Y - loc) ** 2, axis=0, weights=weights))
         if not np.all(np.isfinite(scale)):

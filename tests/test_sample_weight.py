@@ -267,6 +267,18 @@ def test_bad_class_weight_is_refused_by_name_and_loses_nothing(class_weight, mes
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("estimator", [BONGClassifier, BONGRegressor])
+def test_weights_beyond_the_filters_dtype_are_refused_as_such(estimator):
+    # Finite float64 weights that overflow float32 (one of them, or their sum in the
+    # regressor's weighted standardisation of y) are named as too large, not as non-finite.
+    X, y = load_iris(return_X_y=True)
+    for weights in (np.full(150, 1e300), np.r_[np.ones(148), 1e308, 1e308]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(ValueError, match="beyond the largest float32"):
+                estimator(hidden_layer_sizes=(3,), random_state=0).fit(X / 8, y, sample_weight=weights)
+
+
 def test_a_fit_that_diverges_under_heavy_weights_names_them():
     # A row of weight w enters as w observations of it: at 1e6 each step refits its row and
     # the filter diverges. The error must point at the weights, not only at sigma0; with

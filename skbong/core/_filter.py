@@ -1250,12 +1250,18 @@ def _row_weights(weights, n_rows: int, dtype) -> np.ndarray:
     """Row weights as a finite, non-negative ``(n_rows,)`` array (ones when None)."""
     if weights is None:
         return np.ones(n_rows, dtype)
-    weights = np.asarray(weights, dtype)
-    if weights.shape != (n_rows,):
-        raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row, got {weights.shape}.")
-    if not (np.all(np.isfinite(weights)) and np.all(weights >= 0)):
+    given = np.asarray(weights)
+    if given.shape != (n_rows,):
+        raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row, got {given.shape}.")
+    if not (np.all(np.isfinite(given)) and np.all(given >= 0)):
         raise ValueError("sample_weight must be finite and non-negative.")
-    return weights
+    largest, limit = float(np.max(given, initial=0.0)), float(np.finfo(dtype).max)
+    if largest > limit:
+        raise ValueError(
+            f"sample_weight holds {largest:.3g}, beyond the largest {np.dtype(dtype).name} ({limit:.3g}) "
+            "the filter runs in: rescale the weights (only their ratios and their size against the prior matter)."
+        )
+    return given.astype(dtype, copy=False)
 
 
 def _pad_rows(a: np.ndarray, n: int) -> np.ndarray:

@@ -393,6 +393,13 @@ def _x64_scope(dtype: str):
     return jax.enable_x64(True) if dtype == "float64" else contextlib.nullcontext()
 
 
+def _before_the_fit(prior_advice: list[str]) -> str:
+    """The prior predictive checks' advice (``_prior_checks``), for an error that ends the
+    fit before they are given as warnings: e.g. unscaled inputs, the cause that a smaller
+    sigma0 does not remove."""
+    return "".join(f" Before the fit, the prior checks found: {advice}" for advice in prior_advice)
+
+
 def _log_sum_exp(a: np.ndarray, axis: int) -> np.ndarray:
     top = np.max(a, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
@@ -622,7 +629,8 @@ class _BaseBONG(BaseEstimator):
         if np.ndim(self.sigma0) == 0:
             return None
         grid = np.asarray(self.sigma0)
-        numeric = grid.dtype.kind in "iuf"  # not bool, str or object
+        # not bool, str or object, nor a bool among numbers (which numpy casts to 1.0)
+        numeric = grid.dtype.kind in "iuf" and not any(isinstance(v, (bool, np.bool_)) for v in np.asarray(self.sigma0, dtype=object).ravel())
         if not (numeric and grid.ndim == 1 and grid.size and np.all(np.isfinite(grid) & (grid > 0))):
             raise InvalidParameterError(
                 "The 'sigma0' parameter of "
@@ -630,6 +638,19 @@ class _BaseBONG(BaseEstimator):
                 f"of positive floats; got {self.sigma0!r}."
             )
         return grid.astype(np.float64)
+
+    def _check_prior_scale_range(self, prior_scales) -> None:
+        """Refuse prior scales whose variance or precision ``sigma0^-2`` the dtype cannot hold
+        (the filter would start from an infinite or zero precision)."""
+        info = np.finfo(self.dtype)
+        scales = np.asarray(prior_scales, np.float64)
+        low, high = float(np.sqrt(1.0 / info.max)), float(np.sqrt(info.max))
+        if np.any(scales < low) or np.any(scales > high):
+            raise ValueError(
+                f"sigma0={self.sigma0!r} is outside what dtype={self.dtype!r} can hold as a prior variance "
+                f"and precision ({low:.3g} to {high:.3g}); use a sigma0 in that range, typically 0.01 to 1 "
+                "on standardised inputs, or sigma0='auto'."
+            )
 
     def _hidden_layer_sizes(self) -> tuple[int, ...]:
         sizes = self.hidden_layer_sizes
@@ -807,10 +828,18 @@ class _BaseBONG(BaseEstimator):
         """``eps_min`` of the online noise estimate (LO-FI Eq. 66)."""
         return 0.0
 
-    def _in_dtype(self, a: np.ndarray, name: str, *, squared: bool = False) -> np.ndarray:
+    def _in_dtype(self, a: np.ndarray, name: str, *, squared: bool = False, positive: bool = False) -> np.ndarray:
         """``a`` in the computation dtype, refusing values beyond its range: with
-        ``squared``, values whose squares are (the linearised update forms ``x x^T``)."""
+        ``squared``, values whose squares are (the linearised update forms ``x x^T``); with
+        ``positive`` (a variance), values too small to be told from 0."""
         info = np.finfo(self.dtype)
+        if positive and not float(np.min(a)) >= float(info.tiny):
+            raise ValueError(
+                f"{name} holds values down to {float(np.min(a)):.3g}, below the smallest positive "
+                f"number dtype={self.dtype!r} holds in full precision ({float(info.tiny):.3g}): the filter "
+                "would divide by zero. Raise it"
+                + (" or use dtype='float64'." if self.dtype == "float32" else ".")
+            )
         limit = float(np.sqrt(info.max)) if squared else float(info.max)
         stored = a.data if _is_sparse(a) else a  # a sparse matrix's implicit zeros are in range
         largest = float(np.abs(stored).max(initial=0.0))
@@ -976,6 +1005,7 @@ class _BaseBONG(BaseEstimator):
                 prior_scales = grid
             else:
                 prior_scales = self.sigma0 if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", 1.0))
+            self._check_prior_scale_range(prior_scales)
             # The initial prior, which Bayesian and hybrid inflation mix back in.
             latent = LatentPrior(
                 prior_mean if grid is None else np.broadcast_to(prior_mean, (grid.size, prior_mean.size)),
@@ -1103,6 +1133,7 @@ class _BaseBONG(BaseEstimator):
                 + dynamics_advice
                 + weight_advice
                 + target_advice
+                + _before_the_fit(prior_advice)
             )
         if grid is not None:
             prior_scale = float(grid[chosen])
@@ -1161,6 +1192,7 @@ class _BaseBONG(BaseEstimator):
                 + dynamics_advice
                 + weight_advice
                 + target_advice
+                + _before_the_fit(prior_advice)
             )
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
@@ -2343,7 +2375,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             (Y - loc) / scale,
             reset=reset,
             n_passes=n_passes,
-            obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)"),
+            obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)", positive=True),
             reference_noise=(
                 self._in_dtype(self._noise_from_setting(scale, Y.shape[1]) / scale**2, "R_0 / Var(y)")
                 if self._noise_scaled_belief

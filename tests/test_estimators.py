@@ -646,6 +646,31 @@ def test_bools_are_refused_for_numeric_parameters(make, name, value):
     assert not hasattr(est, "n_features_in_")
 
 
+@pytest.mark.parametrize("sigma0", [[True, 0.3], (0.1, np.True_)])
+def test_bools_are_refused_in_a_grid_of_prior_scales(sigma0):
+    # numpy casts [True, 0.3] to [1.0, 0.3]: each value is checked as given.
+    X, y = _four_features()
+    with pytest.raises(ValueError, match="'sigma0' parameter of BONGClassifier must be"):
+        BONGClassifier(sigma0=sigma0).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
+@pytest.mark.parametrize("sigma0", [1e-30, 1e25, [1e-30, 0.3]])
+def test_a_prior_scale_beyond_the_dtype_is_refused_as_such(make, sigma0):
+    # sigma0^-2 overflows float32 (or sigma0^2 does): the filter would start from an
+    # infinite precision, and the fit used to end in advice to lower sigma0.
+    X, y = _four_features()
+    with pytest.raises(ValueError, match="outside what dtype='float32' can hold"):
+        make(hidden_layer_sizes=(3,), sigma0=sigma0).fit(X, y)
+    make(hidden_layer_sizes=(3,), sigma0=1e-30, dtype="float64").fit(X, y)
+
+
+def test_an_observation_noise_that_underflows_is_refused_as_such():
+    X, y = _four_features()
+    with pytest.raises(ValueError, match="obs_noise / Var.y. holds values down to .*below the smallest positive"):
+        BONGRegressor(hidden_layer_sizes=(3,), obs_noise=1e-50).fit(X, y)
+
+
 @pytest.mark.parametrize("sizes", [(2.7,), (4, 2.0), (True,), (np.bool_(True),), (0,), ("4",)])
 def test_hidden_layer_sizes_must_be_positive_integers(sizes):
     X, y = _four_features()

@@ -229,6 +229,16 @@ def test_a_later_call_that_turns_a_good_classifier_into_garbage_is_refused(digit
     assert clf.t_ == 300
 
 
+def test_an_error_that_ends_the_fit_carries_the_prior_checks_advice(digits):
+    # Raw 0-16 pixels at a tiny sigma0: the network near its prior mean is already confident
+    # and wrong, so lowering sigma0 cannot help; the cause is the scale of the inputs, which
+    # the prior checks find before the fit but gave only as a warning after a fit that
+    # succeeded.
+    X, y = digits
+    with pytest.raises(FloatingPointError, match=r"diverged.*Before the fit.*far from unit scale \(mean square 60"):
+        BONGClassifier(sigma0=1e-3, random_state=0).fit(X, y)
+
+
 def test_a_classifier_that_learns_nothing_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="not learning"):

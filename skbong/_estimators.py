@@ -1967,8 +1967,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
                 if classes is None:
                     raise ValueError("classes must be passed on the first call to partial_fit.")
                 given = classes
-                classes = np.unique(np.asarray(list(classes) if isinstance(classes, (set, frozenset)) else classes))
-                if classes.ndim != 1 or classes.shape[0] < 2:
+                listed = np.asarray(list(classes) if isinstance(classes, (set, frozenset)) else classes)
+                classes = np.unique(listed)  # flattens: the shape is checked on what was given
+                if listed.ndim != 1 or classes.shape[0] < 2:
                     raise ValueError(
                         f"classes must list at least 2 labels, one per class the stream can contain; got {given!r}."
                     )

@@ -92,6 +92,8 @@ def test_unknown_label_raises_and_keeps_state(digits):
     # classes lists the labels: one is too few, whatever y holds, and a set is a list.
     with pytest.raises(ValueError, match=r"classes must list at least 2 labels.*got \[0\]"):
         BONGClassifier().partial_fit(X_train[:5], np.zeros(5, int), classes=[0])
+    with pytest.raises(ValueError, match=r"classes must list at least 2 labels.*got \[\[0, 1\]\]"):
+        BONGClassifier().partial_fit(X_train[:5], np.zeros(5, int), classes=[[0, 1]])
     labels = set(range(10))
     from_set = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).partial_fit(X_train[:20], y_train[:20], classes=labels)
     np.testing.assert_array_equal(from_set.classes_, np.arange(10))

@@ -407,13 +407,18 @@ def _log_sum_exp(a: np.ndarray, axis: int) -> np.ndarray:
         return np.log(np.sum(np.exp(a - top), axis=axis)) + np.squeeze(top, axis)
 
 
-def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction: np.ndarray):
+def _average_over_members(
+    evidence: np.ndarray, log_prob: np.ndarray, prediction: np.ndarray, row_weight: np.ndarray | None = None
+):
     """Bayesian model average over the members of a sweep, one observation at a time.
 
     Member ``k`` (prior scale ``sigma0_k``, uniform prior over the grid) has weight
-    ``w_k(t) ~ exp(E_k + sum_{s<t} log p_k(y_s))`` before observation ``t``, where ``E_k``
-    is its log-evidence on earlier calls; the average predicts ``y_t`` with
-    ``sum_k w_k(t) p_k(y_t)``. A member whose predictions went non-finite has weight 0.
+    ``w_k(t) ~ exp(E_k + sum_{s<t} v_s log p_k(y_s))`` before observation ``t``, where
+    ``E_k`` is its log-evidence on earlier calls and ``v_s`` the row's ``sample_weight``
+    (1 without): the evidence of the tempered likelihood ``p^v`` that the update absorbs,
+    so a row of weight 0 weighs nothing. The average predicts ``y_t`` with ``sum_k w_k(t)
+    p_k(y_t)``. A member whose predictions went non-finite on a row of positive weight has
+    weight 0.
 
     Parameters
     ----------
@@ -422,6 +427,8 @@ def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction
         Each member's one-step-ahead log-probabilities.
     prediction : ndarray of shape (K, N, C)
         Each member's one-step-ahead predictive means.
+    row_weight : ndarray of shape (N,), default=None
+        The rows' weights ``v``; None for ones.
 
     Returns
     -------
@@ -432,8 +439,13 @@ def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction
     """
     log_prob = np.asarray(log_prob, np.float64)
     log_prob = np.where(np.isfinite(log_prob), log_prob, -np.inf)
+    if row_weight is None:
+        weighed = log_prob
+    else:  # 0 * -inf is 0: a row of weight 0 weighs nothing, finite or not
+        row_weight = np.asarray(row_weight, np.float64)
+        weighed = np.where(row_weight > 0, row_weight * log_prob, 0.0)
     before = evidence[:, None] + np.concatenate(
-        [np.zeros((log_prob.shape[0], 1)), np.cumsum(log_prob, axis=1)[:, :-1]], axis=1
+        [np.zeros((log_prob.shape[0], 1)), np.cumsum(weighed, axis=1)[:, :-1]], axis=1
     )
     # Every member non-finite gives NaN weights; the fit then raises that all broke down.
     with np.errstate(invalid="ignore"):
@@ -444,7 +456,7 @@ def _average_over_members(evidence: np.ndarray, log_prob: np.ndarray, prediction
     return (
         _log_sum_exp(log_weight + log_prob, axis=0),
         np.einsum("kn,knc->nc", weight, prediction),
-        evidence + log_prob.sum(axis=1),
+        evidence + weighed.sum(axis=1),
     )
 
 
@@ -459,8 +471,9 @@ class _Progress:
     members' log-evidence after each chunk goes through Occam's window (``OCCAM_WINDOW``).
     """
 
-    def __init__(self, name, pass_index, n_seen, n_rows, evidence, unit_shift, verbose, history):
+    def __init__(self, name, pass_index, n_seen, n_rows, evidence, unit_shift, verbose, history, row_weights=None):
         self.name, self.pass_index, self.n_seen, self.n_rows = name, pass_index, n_seen, n_rows
+        self.row_weights = row_weights  # the pass's sample weights, in its order (None for ones)
         self.evidence = None if evidence is None else np.array(evidence, np.float64)
         self.unit_shift, self.verbose, self.history = unit_shift, verbose, history
         self.loss_sum = 0.0
@@ -472,7 +485,9 @@ class _Progress:
         seconds = time.perf_counter() - self.start
         log_prob, prediction = records
         if self.evidence is not None:
-            log_prob, prediction, evidence = _average_over_members(self.evidence, log_prob, prediction)
+            n_chunk = np.shape(log_prob)[1]
+            weights = None if self.row_weights is None else self.row_weights[n_done - n_chunk : n_done]
+            log_prob, prediction, evidence = _average_over_members(self.evidence, log_prob, prediction, weights)
             if self.n_seen + n_done >= OCCAM_BURN_IN:  # Occam's window: far behind is out for good
                 evidence = np.where(evidence >= np.max(evidence) - OCCAM_WINDOW, evidence, -np.inf)
             self.evidence = evidence
@@ -1029,13 +1044,13 @@ class _BaseBONG(BaseEstimator):
             # The prequential log-loss in the user's units (the regressor standardised y).
             unit_shift = 0.0 if y_loc_scale is None else float(np.log(y_loc_scale[1]).sum())
             for epoch in range(n_passes):
-                progress = _Progress(
-                    type(self).__name__, epoch + 1, n_seen, X.shape[0], evidence if grid is not None else None,
-                    unit_shift, self.verbose, history,
-                )
                 order = rng.permutation(X.shape[0]) if shuffle else None
                 xs, ys = (X, Y) if order is None else (X[order], Y[order])
                 ws = sample_weight if order is None or sample_weight is None else sample_weight[order]
+                progress = _Progress(
+                    type(self).__name__, epoch + 1, n_seen, X.shape[0], evidence if grid is not None else None,
+                    unit_shift, self.verbose, history, ws,
+                )
                 if grid is None:
                     # The records of a calibrated noise are scored at the scale fitted to the rows
                     # before each. A sweep's stay at the filters' shared R_0, whose evidence weighs

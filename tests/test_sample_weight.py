@@ -177,6 +177,34 @@ def test_the_constant_predictor_of_the_health_checks_learns_by_the_weights():
     assert not [w for w in caught if "far worse" in str(w.message) or "diverged" in str(w.message)]
 
 
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
+def test_zero_weight_rows_weigh_nothing_in_the_evidence_of_the_prior_scales(make):
+    """``sigma0="auto"`` weighs its prior scales by the evidence of the rows as the update
+    absorbs them (the tempered likelihood): rows of weight zero, whose targets here are
+    junk, change neither the weights of the scales nor the model."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    z = X[:, 0] + 0.5 * X[:, 1] + 0.3 * rng.normal(size=60)
+    junk_rows = [3, 10, 40]
+    weights = np.ones(60)
+    weights[junk_rows] = 0.0
+    if make is BONGClassifier:
+        y = (z > 0).astype(int)
+        junk = y.copy()
+        junk[junk_rows] = 1 - junk[junk_rows]
+    else:
+        y = 2 * z + 1
+        junk = y.copy()
+        junk[junk_rows] += 50.0
+    params = dict(hidden_layer_sizes=(3,), family="diag", sigma0="auto", dtype="float64", shuffle=False, random_state=0)
+    clean = make(**params).fit(X, y, sample_weight=weights)
+    junked = make(**params).fit(X, junk, sample_weight=weights)
+    np.testing.assert_allclose(junked._log_evidence, clean._log_evidence, rtol=1e-12)
+    np.testing.assert_allclose(junked.sigma0_weights_, clean.sigma0_weights_, rtol=1e-12, atol=1e-300)
+    predict = (lambda m: m.predict_proba(X)) if make is BONGClassifier else (lambda m: m.predict(X))
+    np.testing.assert_allclose(predict(junked), predict(clean), rtol=1e-12)
+
+
 def test_monte_carlo_draws_follow_the_position_of_a_row_whatever_the_weights():
     """MC-EF with rows of weight zero: one partial_fit call and the same stream cut into
     three calls give the same posterior (a row's draws depend on its position only)."""

@@ -1,7 +1,10 @@
 """scikit-learn conformance: ``check_estimator`` for both estimators, every family, and\nnon-default cells covering every algorithm and every curvature estimator."""
 
+import warnings
+
 import jax
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from networks import FeatureConv  # noqa: E402 (tests/networks.py)
@@ -46,15 +49,17 @@ _SEQUENTIAL_NOT_REPEATED = (
     "shuffles n rows and sum(w) rows differently; tests/test_sample_weight.py checks the "
     "equivalence where it holds (one step, and exact linear-Gaussian filtering)"
 )
-# check_class_weight_classifiers weighs class 0 by 1000 on unscaled blobs (|x| ~ 20-60) with
-# max_iter=1000 passes: a likelihood to the power 1000 per row, counted 1000 times, far
-# outside the prior scale. The filter diverges and fit raises FloatingPointError. On
-# standardised blobs with one pass the same weights give what the check wants
+# check_class_weight_classifiers weighs class 0 by 1000 and the others by 1e-4 on unscaled
+# blobs (|x| ~ 20-60) with max_iter=1000 passes: a likelihood to the power 1000 per row,
+# counted 1000 times, far outside the prior scale. Since the health checks score rows by
+# their weights (as the fit does), what happens depends on the configuration: some fits give
+# what the check wants, some posteriors break down or diverge (FloatingPointError), and some
+# predict class 0 on all its rows but on fewer than the check's 87% of the test rows, with a
+# ConvergenceWarning (the prior conflicts with the data, the inputs are unscaled). Which, for
+# a given configuration, sits near thresholds that round-off may cross on another CPU, so
+# the test asks what skbong promises there: the check passes, or the fit raises or warns.
+# On standardised blobs with one pass the same weights give what the check wants
 # (tests/test_sample_weight.py).
-_EXTREME_CLASS_WEIGHT = (
-    "class weight 1000 on unscaled inputs for 1000 passes: the tempered filter diverges and fit "
-    "raises FloatingPointError (no silent failure)"
-)
 
 # The three checks that fit on N(100, 1) features with random targets. Far from the scale
 # the prior N(mu_0, sigma0^2 I) is meant for (sigma0^2 ||J||^2 ~ 1e3 times the noise), most
@@ -152,7 +157,6 @@ def _expected_failures(estimator):
     failures["check_sample_weight_equivalence_on_dense_data"] = _SEQUENTIAL_NOT_REPEATED
     failures["check_sample_weight_equivalence_on_sparse_data"] = _SEQUENTIAL_NOT_REPEATED
     if isinstance(estimator, BONGClassifier):
-        failures["check_class_weight_classifiers"] = _EXTREME_CLASS_WEIGHT
         if estimator.algorithm in ("bog", "bbb"):
             failures["check_decision_proba_consistency"] = _PLAIN_STEPS_GUESS
     if isinstance(estimator, BONGRegressor) and estimator.algorithm == "bong":
@@ -176,4 +180,15 @@ def _release_compiled_code_between_estimators(request):
 
 @parametrize_with_checks(list(_estimators()), expected_failed_checks=_expected_failures, xfail_strict=True)
 def test_sklearn_compatible(estimator, check):
+    if getattr(check, "func", check).__name__ == "check_class_weight_classifiers":
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            try:
+                check(estimator)
+            except FloatingPointError:
+                return  # named, and the estimator kept its state (issue 19: no silent failure)
+            except AssertionError:
+                # The check's 87% missed: acceptable only where the fit said why.
+                assert any(issubclass(w.category, ConvergenceWarning) for w in caught), "missed silently"
+        return
     check(estimator)

@@ -645,7 +645,8 @@ class _BaseBONG(BaseEstimator):
             return None
         grid = np.asarray(self.sigma0)
         # not bool, str or object, nor a bool among numbers (which numpy casts to 1.0)
-        numeric = grid.dtype.kind in "iuf" and not any(isinstance(v, (bool, np.bool_)) for v in np.asarray(self.sigma0, dtype=object).ravel())
+        given = np.asarray(self.sigma0, dtype=object).ravel()
+        numeric = grid.dtype.kind in "iuf" and not any(isinstance(v, (bool, np.bool_)) for v in given)
         if not (numeric and grid.ndim == 1 and grid.size and np.all(np.isfinite(grid) & (grid > 0))):
             raise InvalidParameterError(
                 "The 'sigma0' parameter of "

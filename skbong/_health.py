@@ -377,9 +377,10 @@ def _log_probs(
     rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
     (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
     scored before. The constant predictor learns from the rows by their weights ``w``, as
-    the model does (class frequencies, or the mean and spread of ``y``). ``noise_floor`` (Gaussian; per output, or None) is the least variance
-    at which the constant predictor is scored a second time, for the divergence verdict;
-    the returned pair of log-probabilities then has that score third (else None)."""
+    the model does (class frequencies, or the mean and spread of ``y``). ``noise_floor``
+    (Gaussian; per output, or None) is the least variance at which the constant predictor
+    is scored a second time, for the divergence verdict; the returned pair of
+    log-probabilities then has that score third (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         weighted = w[:, None] * Y

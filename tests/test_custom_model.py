@@ -408,3 +408,31 @@ def test_outputs_not_finite_at_the_prior_mean_are_blamed_on_the_network_not_sigm
             clf.fit(X, y)
         assert not hasattr(clf, "posterior_")
     BONGClassifier(model=_LogOfInputs(nnx.Rngs(0)), random_state=0).fit(np.delete(X, 37, axis=0), np.delete(y, 37))
+
+
+class _ScaledByConfig(nnx.Module):
+    """A linear model with a plain dict among its static attributes (not hashable)."""
+
+    def __init__(self, n_features, n_outputs, rngs):
+        self.config = {"scale": 2.0}
+        self.linear = nnx.Linear(n_features, n_outputs, rngs=rngs)
+
+    def __call__(self, x):
+        return self.linear(x) * self.config["scale"]
+
+
+def test_a_module_with_an_unhashable_attribute_compiles_once():
+    # Its spec cannot be hashed, so equal specs cannot share one apply; one spec object must
+    # still keep its own, or every predict and partial_fit compiles the filter again.
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(100, 6)), rng.integers(0, 3, 100)
+    clf = BONGClassifier(model=_ScaledByConfig(6, 3, nnx.Rngs(0)), random_state=0).fit(X, y)
+    clf.predict_proba(X[:10])
+    clf.partial_fit(X[:10], y[:10])
+    before = trace_count()
+    for _ in range(3):
+        clf.predict_proba(X[:10])
+        clf.partial_fit(X[:10], y[:10])
+    assert trace_count() == before
+    reloaded = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(reloaded.predict_proba(X), clf.predict_proba(X))

@@ -276,16 +276,23 @@ class ModuleSpec:
         return cached
 
     def __getstate__(self) -> dict:
-        # String hashes differ between processes: a pickle must not carry this one's.
-        return {key: value for key, value in self.__dict__.items() if key != "_hash"}
+        # String hashes differ between processes: a pickle must not carry this one's (nor a
+        # function, which does not pickle).
+        return {key: value for key, value in self.__dict__.items() if key not in ("_hash", "_apply")}
 
     @property
     def apply(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
-        """The pure ``apply(params_flat, x)``; the same object for equal specs."""
+        """The pure ``apply(params_flat, x)``; the same object for equal specs, else (a
+        module with a static attribute that is not hashable, e.g. a dict) for this spec: a
+        new function at every access would compile the filter again at every call."""
         try:
             return _cached_apply(self)
-        except TypeError:  # a static attribute of the module is not hashable
-            return _pure_apply(self)
+        except TypeError:
+            cached = self.__dict__.get("_apply")
+            if cached is None:
+                cached = _pure_apply(self)
+                object.__setattr__(self, "_apply", cached)
+            return cached
 
     @cached_property
     def n_params(self) -> int:

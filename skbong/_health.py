@@ -157,6 +157,16 @@ MIN_OBSERVATIONS = 50
 #: which the posterior counts as diverged: the constant predictor's data are then more
 #: probable by a factor ``e`` per observation, about ``e^50`` over ``MIN_OBSERVATIONS`` rows.
 DIVERGED_EXCESS = 1.0
+#: Nats by which one row may count as worse than the constant predictor in a regressor's
+#: running log-losses. A Gaussian's log-loss grows with the squared residual without bound:
+#: one outlier of 3 standard deviations of ``y`` against a model whose residuals are 0.05 of
+#: them costs about 2,000 nats, over 10 nats a row across the window of ``HORIZON`` rows,
+#: and the fit was refused as diverged. Capped, one row moves the window's mean by at most
+#: 0.05 nats, and a verdict of ``DIVERGED_EXCESS`` needs a tenth of the window at the cap
+#: or all of it a nat worse: a posterior that fails, not one reading that does. (A
+#: categorical log-loss is bounded by the probabilities' resolution, and one mislabelled
+#: row costs at most about 20 nats.)
+ROW_EXCESS_CAP = 10.0
 #: ``prior_conflict`` above which the prior scale is reported as at odds with the data: the
 #: posterior mean is then ``sqrt(3) = 1.7`` prior standard deviations per weight (root mean
 #: square) from the prior mean, where a prior that fits the data gives at most about 1.
@@ -453,6 +463,11 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
         likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
     )
+    if likelihood != "categorical":  # one outlier is not a diverged posterior (ROW_EXCESS_CAP)
+        reference = floored if floored is not None else baseline
+        model = _capped(model, reference)
+        if model_log_probs is not None:
+            model_log_probs = _capped(np.asarray(model_log_probs, np.float64), reference)
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]
     weights = decay ** np.arange(n - 1, -1, -1) * w
@@ -483,6 +498,14 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         residual_square,
         floored_loss,
     )
+
+
+def _capped(log_probs: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """A Gaussian model's per-row log-probabilities, each at most ``ROW_EXCESS_CAP`` nats
+    below the constant predictor's ``reference`` (non-finite ones kept: a NaN or infinite
+    prediction is garbage whatever the rows)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(log_probs), np.maximum(log_probs, reference - ROW_EXCESS_CAP), log_probs)
 
 
 def _finite_or_inf(total) -> float:

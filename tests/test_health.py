@@ -239,6 +239,29 @@ def test_an_error_that_ends_the_fit_carries_the_prior_checks_advice(digits):
         BONGClassifier(sigma0=1e-3, random_state=0).fit(X, y)
 
 
+@pytest.mark.parametrize("params", [dict(hidden_layer_sizes=(), family="fc"), dict(family="dlr")])
+def test_one_outlier_is_not_a_diverged_regressor(params):
+    # A target 3 standard deviations off, against a model whose residuals are 0.05 of them,
+    # costs the Gaussian log-loss about 2,000 nats: it refused the row as a divergence, even
+    # for exact Bayesian linear regression. Each row now counts at most ROW_EXCESS_CAP nats
+    # worse than the constant predictor.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(1000, 2))
+    y = 2 * X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=1000)
+    reg = BONGRegressor(random_state=0, **params).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg.partial_fit(X[:1], y[:1] + 3 * y.std())
+    assert reg.t_ == 1001 and reg.score(X, y) > 0.99
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        outlier = y.copy()
+        outlier[-5] += 3 * y.std()
+        assert BONGRegressor(random_state=0, shuffle=False, **params).fit(X, outlier).score(X, y) > 0.99
+    capped = update_health(new_health("gaussian", 1), "gaussian", np.zeros((60, 1)), None, np.full((60, 1), 1e3))
+    assert capped.far_worse  # predictions off on every row still diverge
+
+
 def test_a_classifier_that_learns_nothing_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="not learning"):

@@ -1159,11 +1159,11 @@ class _BaseBONG(BaseEstimator):
         # With dynamics the prior mean and scale drift; the check holds for static weights.
         # Inflation forgets the data, not the prior: weights orders of magnitude past the
         # prior scale still mean divergence, but a moderate conflict is no longer a warning.
-        conflict = (
-            prior_conflict(state[0], prior_mean, prior_scale)
-            if self.dynamics_decay == 1 and self.process_noise == 0
-            else 0.0
-        )
+        static = self.dynamics_decay == 1 and self.process_noise == 0
+        conflict = prior_conflict(state[0], prior_mean, prior_scale) if static else 0.0
+        # Weights orders of magnitude past where the dynamics' own prior puts them are divergence
+        # with dynamics too: measured against that prior's marginal after the steps taken.
+        divergence_conflict = conflict if static else self._random_walk_conflict(state[0], prior_mean, prior_scale, n_seen)
         # A stream that was healthy until this call, with static weights: the rows may have
         # changed (drift), which a posterior confident in the rows before cannot follow.
         drift_advice = (
@@ -1177,7 +1177,7 @@ class _BaseBONG(BaseEstimator):
         # sigma0 sets the prior, which only a fit (or a first partial_fit) takes.
         sigma0_remedy = "Lower sigma0" if reset else "Refit with a smaller sigma0"
         sigma0_scales = scales if reset else f"only fit sets the prior; {scales}"
-        if health.diverged_given(conflict):
+        if health.diverged_given(divergence_conflict):
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
                 f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
@@ -1189,8 +1189,8 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
                 + (
-                    f", with weights {np.sqrt(conflict):.2g} prior standard deviations from the prior mean"
-                    if conflict > PRIOR_DIVERGED
+                    f", with weights {np.sqrt(divergence_conflict):.2g} prior standard deviations from the prior mean"
+                    if divergence_conflict > PRIOR_DIVERGED
                     else ""
                 )
                 + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state."
@@ -1492,6 +1492,21 @@ class _BaseBONG(BaseEstimator):
         if not causes:
             return ""
         return " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights."
+
+    def _random_walk_conflict(self, mean, prior_mean, prior_scale, n_seen: int) -> float:
+        """:func:`prior_conflict` against the prior of weights that follow the dynamics
+        ``theta_k = gamma theta_{k-1} + N(0, q I)`` from ``N(mu_0, sigma0^2 I)`` (LO-FI Eqs.
+        15-16), after the ``n_seen / batch_size`` steps taken: mean ``gamma^k mu_0``, variance
+        ``gamma^(2k) sigma0^2 + q (1 - gamma^(2k)) / (1 - gamma^2)`` (``sigma0^2 + q k`` at
+        ``gamma = 1``). 0 for scheduled dynamics (callables), which the check leaves out."""
+        if callable(self.dynamics_decay) or callable(self.process_noise) or prior_scale is None:
+            return 0.0
+        steps = n_seen / self.batch_size
+        decay, noise = float(self.dynamics_decay), float(self.process_noise)
+        shrink = decay ** (2 * steps)
+        spread = noise * steps if decay == 1 else noise * (1 - shrink) / (1 - decay**2)
+        scale = np.sqrt(shrink * float(prior_scale) ** 2 + spread)
+        return prior_conflict(mean, decay**steps * np.asarray(prior_mean, np.float64), scale)
 
     def _marginal_variance(self, config, state) -> np.ndarray:
         """The belief's variance per weight on the host, computed in the estimator's dtype (a

@@ -262,6 +262,22 @@ def test_one_outlier_is_not_a_diverged_regressor(params):
     assert capped.far_worse  # predictions off on every row still diverge
 
 
+def test_weights_far_past_the_dynamics_prior_are_a_divergence():
+    # With process noise the weights' prior drifts, so the check of weights grown past the
+    # prior scale was left out, and a filter whose weights reached 2.5e8 prior standard
+    # deviations (log-loss 1e16 nats a row) returned with an 'overconfident' warning. The
+    # check now measures them against the random walk's own prior after the steps taken.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 4))
+    y = (X @ np.array([1.0, -2.0, 0.5, 1.5]) > 0).astype(int)
+    params = dict(hidden_layer_sizes=(8,), family="diag", backtrack=False, random_state=0)
+    with pytest.raises(FloatingPointError, match="diverged.*prior standard deviations from the prior mean"):
+        BONGClassifier(process_noise=0.01, **params).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert BONGClassifier(process_noise=1e-4, dynamics_decay=0.999, **params).fit(X, y).score(X, y) > 0.95
+
+
 def test_a_classifier_that_learns_nothing_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="not learning"):

@@ -1041,7 +1041,7 @@ class _BaseBONG(BaseEstimator):
             record = self._predictive(config) if scored_by_own else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
-            history = [] if reset else list(getattr(self, "history_", []))
+            history = []  # this call's records: history_ takes them only if the call succeeds
             # The prequential log-loss in the user's units (the regressor standardised y).
             unit_shift = 0.0 if y_loc_scale is None else float(np.log(y_loc_scale[1]).sum())
             for epoch in range(n_passes):
@@ -1234,7 +1234,10 @@ class _BaseBONG(BaseEstimator):
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
         self._health = health
-        self.history_ = history
+        if reset or "history_" not in self.__dict__:
+            self.history_ = history
+        else:  # in place: a stream of one-row calls copied its whole history at every call
+            self.history_.extend(history)
         self.sigma0_ = prior_scale
         self.sigma0_grid_ = np.array([prior_scale]) if grid is None else grid
         self.sigma0_weights_ = np.exp(evidence - _log_sum_exp(evidence, axis=0))

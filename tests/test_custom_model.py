@@ -357,6 +357,14 @@ class _WithHidden(nnx.Module):  # returns its logits and its hidden layer
         return self.out(h), h
 
 
+class _BoolLogits(nnx.Module):  # thresholds its logits: no gradient in the weights
+    def __init__(self, rngs):
+        self.out = nnx.Linear(64, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.out(x) > 0
+
+
 class _Noisy(nnx.Module):  # draws from its own RNG stream on every call
     def __init__(self, rngs):
         self.out = nnx.Linear(64, 10, rngs=rngs)
@@ -374,8 +382,9 @@ class _Noisy(nnx.Module):  # draws from its own RNG stream on every call
         (_IntegerParam, TypeError, "nnx.Param 'columns' holds int32 values.*nnx.Variable"),
         (_WithHidden, ValueError, "returned a tuple; it must return one array of shape"),
         (_Noisy, ValueError, r"\['rngs'\].*draws from an nnx.Rngs stream in its own __call__"),
+        (_BoolLogits, ValueError, "returned bool values; it must return real floating-point logits"),
     ],
-    ids=["squeezes-one-row", "no-weights", "integer-param", "tuple-output", "own-rng-stream"],
+    ids=["squeezes-one-row", "no-weights", "integer-param", "tuple-output", "own-rng-stream", "bool-output"],
 )
 def test_networks_that_break_the_contract_say_what_to_change_and_lose_nothing(digits, build, error, match):
     X, y = digits[0][:60], digits[1][:60]
@@ -436,3 +445,47 @@ def test_a_module_with_an_unhashable_attribute_compiles_once():
     assert trace_count() == before
     reloaded = pickle.loads(pickle.dumps(clf))
     np.testing.assert_array_equal(reloaded.predict_proba(X), clf.predict_proba(X))
+
+
+class _CountsCalls(nnx.Module):  # a Python int held in an nnx.Variable, a Python float in a Param
+    def __init__(self, n_features, n_outputs, rngs):
+        self.linear = nnx.Linear(n_features, n_outputs, rngs=rngs)
+        self.calls = nnx.Variable(0)
+        self.temperature = nnx.Param(1.0)
+
+    def __call__(self, x):
+        return self.linear(x) * self.temperature
+
+
+class _Chain(nnx.Sequential):  # a subclass: never taken for the recognised dense chain
+    pass
+
+
+def _tied_chain(n_features, n_outputs, rngs, chain=nnx.Sequential):
+    """A chain of Linear layers, two of which share one bias nnx.Param."""
+    first, second = nnx.Linear(n_features, 6, rngs=rngs), nnx.Linear(6, 6, rngs=rngs)
+    second.bias = first.bias
+    return chain(first, nnx.relu, second, nnx.relu, nnx.Linear(6, n_outputs, rngs=rngs))
+
+
+def test_python_scalars_in_a_module_instance_fit_as_in_a_factory():
+    # A factory's compiled initialiser turns them into arrays; an instance holds them as given.
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(80, 6)), rng.integers(0, 3, 80)
+    instance = BONGClassifier(model=_CountsCalls(6, 3, nnx.Rngs(0)), random_state=0).fit(X, y)
+    factory = BONGClassifier(model=_CountsCalls, random_state=0).fit(X, y)
+    assert instance.posterior_[0].shape == factory.posterior_[0].shape == (6 * 3 + 3 + 1,)
+    assert np.all(np.isfinite(instance.predict_proba(X)))
+
+
+def test_weights_shared_inside_a_sequential_take_the_general_path():
+    # flax keeps the shared bias once, under its first place: the recognised dense chain
+    # cannot place the second layer's (a KeyError), so the network takes the general path,
+    # as the same chain does when written as a subclass of nnx.Sequential.
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(80, 6)), rng.integers(0, 3, 80)
+    params = dict(family="diag", dtype="float64", shuffle=False, random_state=0)
+    plain = BONGClassifier(model=_tied_chain(6, 3, nnx.Rngs(0)), **params).fit(X, y)
+    general = BONGClassifier(model=_tied_chain(6, 3, nnx.Rngs(0), chain=_Chain), **params).fit(X, y)
+    for a, b in zip(plain.posterior_, general.posterior_):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -255,7 +255,7 @@ class ModuleSpec:
         graphdef, params, rest = nnx.split(module, nnx.Param, ...)
         constants = ModuleConstants(rest) if jax.tree_util.tree_leaves(rest) else None
         for path, leaf in jax.tree_util.tree_leaves_with_path(params):
-            if not jnp.issubdtype(leaf.dtype, jnp.floating):
+            if not jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
                 name = ".".join(str(key.key) for key in path if hasattr(key, "key"))
                 raise TypeError(
                     f"The module's nnx.Param {name!r} holds {leaf.dtype} values: the "
@@ -263,7 +263,7 @@ class ModuleSpec:
                     "nnx.Variable, which the filter keeps constant."
                 )
         leaves, treedef = jax.tree_util.tree_flatten(params)
-        shapes = tuple(tuple(int(d) for d in leaf.shape) for leaf in leaves)
+        shapes = tuple(tuple(int(d) for d in np.shape(leaf)) for leaf in leaves)
         return cls(graphdef, treedef, shapes, bool(split), _dense_network(module, params), constants)
 
     def __hash__(self) -> int:
@@ -371,7 +371,11 @@ def _dense_network(module: nnx.Module, params) -> DenseNetwork | None:
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         # ("layers", i, "kernel" | "bias") before the variable's own attribute key
         offsets[tuple(key.key for key in path if hasattr(key, "key"))] = start
-        start += int(np.prod(leaf.shape))
+        start += int(np.prod(np.shape(leaf)))
+    if any(where + (name,) not in offsets for where, _ in chain for name in ("kernel", "bias")):
+        # A weight shared between layers (the same nnx.Param in two of them) is kept once,
+        # under its first place; as for a layer used twice, the general path handles it.
+        return None
     layers = tuple(
         DenseLayer(offsets[where + ("kernel",)], offsets[where + ("bias",)], layer.in_features, layer.out_features)
         for where, layer in chain
@@ -452,11 +456,21 @@ def _one_array(out):
             f"The module returned a {type(out).__name__}; it must return one array of shape (B, n_outputs), "
             "the logits or the predicted means (wrap it to return only those)."
         )
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        # A bool or integer output has no gradient (the posterior would never move), and a
+        # complex one would lose its imaginary part to the cast.
+        raise TypeError(
+            f"The module returned {out.dtype} values; it must return real floating-point logits or "
+            "predicted means, whose gradient in the weights the filter follows."
+        )
     return out
 
 
 def _in_dtype(leaf, dtype):
-    """A floating constant in the dtype the network computes in; any other as it is."""
+    """A floating constant in the dtype the network computes in; any other as it is (a
+    Python scalar held in an ``nnx.Variable`` among them)."""
+    if not hasattr(leaf, "dtype"):
+        return leaf
     return leaf.astype(dtype) if jnp.issubdtype(leaf.dtype, jnp.floating) else leaf
 
 

@@ -67,7 +67,7 @@ from .core import (
     run_sweep,
     sample_posterior,
 )
-from .core._filter import CPU_RUN_ONCE_OPTIONS, _is_sparse, _jit, _padded_blocks, default_key
+from .core._filter import CPU_RUN_ONCE_OPTIONS, _dense_rows, _is_sparse, _jit, _padded_blocks, _row_source, default_key
 
 __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
 
@@ -1555,8 +1555,8 @@ class _BaseBONG(BaseEstimator):
                     for block, n_rows in _padded_blocks(X, self.dtype)
                 ]
             )
+        what = "model" if self.model is not None else "the MLP"
         if bad.any():
-            what = "model" if self.model is not None else "the MLP"
             raise FloatingPointError(
                 f"The outputs of {what} are not finite (NaN or inf) at its initial weights, the prior mean, "
                 f"on {int(bad.sum())} of the {bad.size} rows of X (the first is row {int(np.argmax(bad))}): "
@@ -1564,6 +1564,23 @@ class _BaseBONG(BaseEstimator):
                 f"feature, or an overflow in dtype={self.dtype!r}), whatever sigma0. The estimator keeps "
                 "its previous state. Check the network's forward pass on these rows, or the inputs."
             )
+        # Finite outputs whose gradient in the weights is not (e.g. jnp.where(z > 0, jnp.sqrt(z),
+        # 0), whose untaken branch has an infinite derivative at 0): every update reads it. The
+        # rows unpadded, as a padding row could be such a point itself.
+        gradient = jax.jit(jax.grad(lambda theta, x: jnp.sum(spec.apply(theta, x))))
+        source = _row_source(X)
+        with _x64_scope(self.dtype):
+            for start in range(0, X.shape[0], 512):
+                rows = np.asarray(_dense_rows(source, slice(start, start + 512)), self.dtype)
+                if not np.all(np.isfinite(np.asarray(gradient(mean, rows)))):
+                    raise FloatingPointError(
+                        f"The gradient of {what}'s outputs in its weights is not finite (NaN or inf) at its "
+                        f"initial weights, the prior mean, on rows {start} to {start + rows.shape[0] - 1} of X, "
+                        "though the outputs are finite: the network's backward pass computes it (e.g. "
+                        "jnp.where(z > 0, jnp.sqrt(z), 0), whose other branch has an infinite derivative at 0; "
+                        "use jnp.sqrt(jnp.maximum(z, eps)) or jnp.where inside the sqrt), whatever sigma0. The "
+                        "estimator keeps its previous state."
+                    )
 
     def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
         """What the prior predictive checks at the start of a fit advise (``_health``):

@@ -419,6 +419,28 @@ def test_outputs_not_finite_at_the_prior_mean_are_blamed_on_the_network_not_sigm
     BONGClassifier(model=_LogOfInputs(nnx.Rngs(0)), random_state=0).fit(np.delete(X, 37, axis=0), np.delete(y, 37))
 
 
+class _SquareRootFeatures(nnx.Module):  # finite outputs, a NaN gradient where z <= 0
+    def __init__(self, n_features, n_outputs, rngs):
+        self.hidden = nnx.Linear(n_features, 8, rngs=rngs)
+        self.out = nnx.Linear(8, n_outputs, rngs=rngs)
+
+    def __call__(self, x):
+        z = self.hidden(x)
+        return self.out(jnp.where(z > 0, jnp.sqrt(z), 0.0))
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
+def test_a_gradient_not_finite_at_the_prior_mean_is_blamed_on_the_network_not_sigma0(make):
+    # The untaken branch of jnp.where(z > 0, jnp.sqrt(z), 0) has an infinite derivative at
+    # z <= 0: every update reads NaN, and the error used to advise a smaller sigma0.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = rng.integers(0, 3, 200) if make is BONGClassifier else X[:, 0]
+    for sigma0 in (0.3, 1e-6):
+        with pytest.raises(FloatingPointError, match="gradient of model's outputs in its weights is not finite"):
+            make(model=_SquareRootFeatures, sigma0=sigma0, random_state=0).fit(X, y)
+
+
 class _ScaledByConfig(nnx.Module):
     """A linear model with a plain dict among its static attributes (not hashable)."""
 

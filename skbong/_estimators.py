@@ -1163,7 +1163,9 @@ class _BaseBONG(BaseEstimator):
         conflict = prior_conflict(state[0], prior_mean, prior_scale) if static else 0.0
         # Weights orders of magnitude past where the dynamics' own prior puts them are divergence
         # with dynamics too: measured against that prior's marginal after the steps taken.
-        divergence_conflict = conflict if static else self._random_walk_conflict(state[0], prior_mean, prior_scale, n_seen)
+        divergence_conflict = (
+            conflict if static else self._random_walk_conflict(state[0], prior_mean, prior_scale, n_seen)
+        )
         # A stream that was healthy until this call, with static weights: the rows may have
         # changed (drift), which a posterior confident in the rows before cannot follow.
         drift_advice = (

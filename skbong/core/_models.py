@@ -258,7 +258,7 @@ class ModuleSpec:
             if not jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
                 name = ".".join(str(key.key) for key in path if hasattr(key, "key"))
                 raise TypeError(
-                    f"The module's nnx.Param {name!r} holds {leaf.dtype} values: the "
+                    f"The module's nnx.Param {name!r} holds {jnp.result_type(leaf)} values: the "
                     "posterior is over floating-point weights. Hold integer or boolean state in an "
                     "nnx.Variable, which the filter keeps constant."
                 )

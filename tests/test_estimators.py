@@ -428,20 +428,21 @@ def test_regressor_first_call_of_one_row_says_the_scale_of_y_is_unknown():
 
 def test_regressor_first_call_on_a_constant_y_says_the_scale_of_y_was_taken_as_one():
     """A stream whose first call sees a constant y (a stuck sensor) cannot standardise y
-    either: when the targets then vary far beyond unit scale and the fit fails, the error
-    names that cause and leaves the estimator as it was."""
+    either: when the targets then vary far beyond unit scale, the weights must grow far past
+    the prior to follow them, and the warning that says so names that cause. (Until each
+    row's excess loss was capped, the first misses of a model that then learned, R^2 0.998
+    at y's standard deviation of 5.5, were refused as a divergence.)"""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(600, 5))
-    y = X @ np.arange(5.0)  # standard deviation 5.5
+    y = 1e3 * (X @ np.arange(5.0))  # standard deviation 5,500
     y[:300] = 2.0
     reg = BONGRegressor(random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # a constant y: nothing to learn yet
         reg.partial_fit(X[:300], y[:300])
-    before = reg.predict(X)
-    with pytest.raises(FloatingPointError, match="first call of one row or of a constant y"):
+    with pytest.warns(ConvergenceWarning, match="prior scale conflicts.*first call of one row or of a constant y"):
         reg.partial_fit(X[300:], y[300:])
-    np.testing.assert_array_equal(reg.predict(X), before)
+    assert reg.score(X[300:], y[300:]) > 0.99
 
 
 def test_regressor_auto_noise_stays_a_tenth_of_the_first_calls_variance(linear_stream):

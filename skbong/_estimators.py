@@ -1021,7 +1021,8 @@ class _BaseBONG(BaseEstimator):
                 prior_scales = grid
             else:
                 prior_scales = self.sigma0 if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", 1.0))
-            self._check_prior_scale_range(prior_scales)
+            if reset:  # later calls go on with the scale fit checked
+                self._check_prior_scale_range(prior_scales)
             # The initial prior, which Bayesian and hybrid inflation mix back in.
             latent = LatentPrior(
                 prior_mean if grid is None else np.broadcast_to(prior_mean, (grid.size, prior_mean.size)),

@@ -7,6 +7,7 @@ guarantees (clear refusals that lose nothing, no recompilation when tuning, pick
 that each option does what it is for on a stream that needs it.
 """
 
+import dataclasses
 import pickle
 import warnings
 
@@ -190,13 +191,22 @@ def test_dynamics_that_break_a_fit_are_named_in_its_error_or_warning(digits):
         BONGClassifier(dynamics_decay=0.99, process_noise=1e-4, **params).fit(X[:50], y[:50])
 
 
+@dataclasses.dataclass
+class _UnhashableSchedule:  # a plain dataclass with eq is not hashable
+    value: float = 1e-4
+
+    def __call__(self, t):
+        return jnp.where(t < 100, self.value, 0.0)
+
+
 @pytest.mark.parametrize(
     "schedule, message",
     [
         (lambda t: jnp.full((1,), 1e-4), r"must return one real number \(a scalar\) per step; it returned shape \(1,\)"),
         (lambda t: 1e-4 if t < 100 else 0.0, "could not be traced.*jax.numpy.*TracerBoolConversionError"),
+        (_UnhashableSchedule(), r"must be hashable.*_UnhashableSchedule is not.*@dataclass\(frozen=True\)"),
     ],
-    ids=["array", "python-if"],
+    ids=["array", "python-if", "unhashable"],
 )
 def test_a_schedule_that_is_not_a_traceable_scalar_is_refused_up_front(digits, schedule, message):
     X, y = digits

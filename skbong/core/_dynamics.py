@@ -100,6 +100,15 @@ class Dynamics:
     def __post_init__(self):
         for name, schedule in (("dynamics_decay", self.decay), ("process_noise", self.process_noise)):
             if schedule is not None:
+                try:
+                    hash(schedule)
+                except TypeError:
+                    # The compiled filter is keyed by its configuration, schedules included.
+                    raise TypeError(
+                        f"The {name} schedule must be hashable, as the filter compiled for it is cached by it; "
+                        f"{type(schedule).__name__} is not. Use a function, or a frozen dataclass "
+                        "(@dataclass(frozen=True)) with a __call__, which also pickles."
+                    ) from None
                 _check_schedule(name, schedule)
         if self.adaptive_obs_noise and self.innovation_scale:
             raise ValueError("adaptive_obs_noise and innovation_scale exclude each other: the one moves R, the other needs it fixed.")

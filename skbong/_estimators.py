@@ -67,6 +67,7 @@ from .core import (
     run_sweep,
     sample_posterior,
 )
+from .core._dynamics import latent_prior_at
 from .core._filter import CPU_RUN_ONCE_OPTIONS, _dense_rows, _is_sparse, _jit, _padded_blocks, _row_source, default_key
 
 __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
@@ -1501,18 +1502,18 @@ class _BaseBONG(BaseEstimator):
 
     def _random_walk_conflict(self, mean, prior_mean, prior_scale, n_seen: int) -> float:
         """:func:`prior_conflict` against the prior of weights that follow the dynamics
-        ``theta_k = gamma theta_{k-1} + N(0, q I)`` from ``N(mu_0, sigma0^2 I)`` (LO-FI Eqs.
-        15-16), after the ``n_seen / batch_size`` steps taken: mean ``gamma^k mu_0``, variance
-        ``gamma^(2k) sigma0^2 + q (1 - gamma^(2k)) / (1 - gamma^2)`` (``sigma0^2 + q k`` at
-        ``gamma = 1``). 0 for scheduled dynamics (callables), which the check leaves out."""
+        ``theta_k = gamma theta_{k-1} + N(0, q I)`` from ``N(mu_0, sigma0^2 I)``, after the
+        ``n_seen / batch_size`` steps taken: the latent prior of LO-FI Eqs. 76-77
+        (:func:`~skbong.core._dynamics.latent_prior_at`). 0 for scheduled dynamics
+        (callables), which the check leaves out."""
         if callable(self.dynamics_decay) or callable(self.process_noise) or prior_scale is None:
             return 0.0
-        steps = n_seen / self.batch_size
-        decay, noise = float(self.dynamics_decay), float(self.process_noise)
-        shrink = decay ** (2 * steps)
-        spread = noise * steps if decay == 1 else noise * (1 - shrink) / (1 - decay**2)
-        scale = np.sqrt(shrink * float(prior_scale) ** 2 + spread)
-        return prior_conflict(mean, decay**steps * np.asarray(prior_mean, np.float64), scale)
+        with jax.enable_x64(True):
+            start = LatentPrior(np.asarray(prior_mean, np.float64), np.float64(float(prior_scale) ** -2))
+            latent_mean, latent_precision = latent_prior_at(
+                n_seen / self.batch_size, start, jnp.float64(self.dynamics_decay), jnp.float64(self.process_noise)
+            )
+            return prior_conflict(mean, np.asarray(latent_mean), float(latent_precision) ** -0.5)
 
     def _marginal_variance(self, config, state) -> np.ndarray:
         """The belief's variance per weight on the host, computed in the estimator's dtype (a

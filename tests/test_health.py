@@ -612,3 +612,34 @@ def test_a_fixed_noise_far_from_the_errors_warns_and_names_one_near_them(obs_noi
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         BONGRegressor(hidden_layer_sizes=(16,), random_state=0).fit(X[:700], y[:700])
+
+
+@pytest.mark.parametrize("obs_noise", ["calibrated", "adaptive"])
+def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise):
+    """Simple inflation discounts the prior with the data at every step (LO-FI Appendix
+    E.2), so on "slr" the variance of every direction outside its rank grows by
+    ``1 + alpha`` a step (F.6): ``return_std`` ends two orders of magnitude above errors
+    that a fitted noise follows, which the noise checked only when fixed used to let pass.
+    The fit warns and names the bounded inflations; with "hybrid" it stays calibrated and
+    silent, as does "dlr", whose diagonal the data restore."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1500, 3))
+    y = 3 * X[:, 0] + X[:, 1] + 0.1 * rng.standard_normal(1500)
+
+    def stream(**params):
+        reg = BONGRegressor(hidden_layer_sizes=(8,), inflation_alpha=0.01, obs_noise=obs_noise, random_state=0, **params)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            for start in range(0, 1200, 300):
+                reg.partial_fit(X[start : start + 300], y[start : start + 300])
+        mean, std = reg.predict(X[1200:], return_std=True)
+        root_mean_square_z = np.sqrt(np.mean(((y[1200:] - mean) / std) ** 2))
+        return root_mean_square_z, [str(w.message) for w in caught]
+
+    z, messages = stream(family="slr", inflation="simple")
+    assert z < 0.05
+    assert len(messages) == 1 and "does not match its errors" in messages[0]
+    assert "inflation='hybrid' or 'bayesian'" in messages[0] and "every direction outside its rank" in messages[0]
+    for params in ({"family": "slr", "inflation": "hybrid"}, {"family": "dlr", "inflation": "simple"}):
+        z, messages = stream(**params)
+        assert 0.3 < z < 3 and not messages, params

@@ -1172,15 +1172,40 @@ class DiagonalLowRank:
         return jnp.linalg.inv(prec)
 
     def output_covariance(self, state: DLRState, jac: jax.Array) -> jax.Array:
-        """``J Sigma J^T`` for Jacobians ``jac`` (B, C, P) without forming ``Sigma``: LO-FI
-        Eq. 61, ``J Upsilon^{-1} J^T - (J V) (I + W^T V)^{-1} (J V)^T`` with
-        ``V = Upsilon^{-1} W``, in ``O(B C (C + R) P)``."""
+        """``J Sigma J^T`` for Jacobians ``jac`` (B, C, P) without forming ``Sigma``, in
+        ``O(B C (C + R) P)``: LO-FI Eq. 61, ``J Upsilon^{-1} J^T - (J V) (I + W^T V)^{-1}
+        (J V)^T`` with ``V = Upsilon^{-1} W``.
+
+        Once the data pin the posterior far inside the prior, the two terms nearly cancel
+        (in float32, variances of 0 and below 0 came out where the exact one was 1e-6 of
+        ``J Upsilon^{-1} J^T``). Where a variance keeps less than ``1e4 eps`` of its first
+        term, the whole result is taken instead as ``M M^T`` with ``M = J Sigma^{1/2}``
+        from the square root of :meth:`sample`: it carries the cancellation to first order
+        only, and is positive semi-definite. It costs an ``R x R`` eigendecomposition and
+        one more ``B C x R x P`` product, which the common case does without."""
         ups = state.diag_precision
         v, inner = _woodbury_factors(ups, state.low_rank)
         b, c, p = jac.shape
         jv = (jac.reshape(b * c, p) @ v).reshape(b, c, -1)
-        correction = jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
-        return _row_gram(jac / ups, jac) - correction
+        first = _row_gram(jac / ups, jac)
+        cov = first - jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
+        resolution = 1e4 * jnp.finfo(cov.dtype).eps
+        cancelled = jnp.any(jnp.diagonal(cov, axis1=1, axis2=2) < resolution * jnp.diagonal(first, axis1=1, axis2=2))
+        return jax.lax.cond(cancelled, lambda: _dlr_output_cov_from_root(state, jac), lambda: cov)
+
+
+def _dlr_output_cov_from_root(state: DLRState, jac: jax.Array) -> jax.Array:
+    """``J Sigma J^T`` as ``M M^T``, ``M = J Upsilon^{-1/2} (I + A A^T)^{-1/2}`` with
+    ``A = Upsilon^{-1/2} W`` and the square root of :meth:`DiagonalLowRank.sample`."""
+    ups_isqrt = jax.lax.rsqrt(state.diag_precision)
+    a = state.low_rank * ups_isqrt[:, None]
+    s, vecs = jnp.linalg.eigh(a.T @ a)
+    root_s = jnp.sqrt(1.0 + jnp.maximum(s, 0.0))
+    phi = -1.0 / (root_s * (1.0 + root_s))
+    b, c, p = jac.shape
+    white = jac.reshape(b * c, p) * ups_isqrt
+    root = (white + ((((white @ a) @ vecs) * phi) @ vecs.T) @ a.T).reshape(b, c, p)
+    return _row_gram(root, root)
 
 
 def _dlr_factored_products(state: DLRState, factors: DenseFactors, lr_root):

@@ -23,6 +23,7 @@ from skbong.core import (
     run_filter,
     update_step,
 )
+from skbong.core._families import DLRState, _dlr_output_cov_from_root
 
 
 def _linear(theta, x):
@@ -201,6 +202,38 @@ def test_dlr_mean_step_is_accurate_in_float32_for_an_improbable_class():
     precision = np.diag(ups) + low_rank @ low_rank.T + jac.T @ neg_hess @ jac
     step = np.linalg.solve(precision, grad)
     np.testing.assert_allclose(np.asarray(new.mean, np.float64) - mean, step, rtol=0, atol=2e-3 * np.abs(step).max())
+
+
+def test_dlr_output_covariance_is_accurate_in_float32_for_a_posterior_far_inside_its_prior():
+    # Data that pin every direction (rank = P, precisions 1e6 times the prior's) leave
+    # J Sigma J^T at 1e-6 of J Upsilon^{-1} J^T. LO-FI Eq. 61 as a difference of the two
+    # returned variances of 0 and below 0 in float32; the square-root form must match a
+    # dense float64 inverse to float32 accuracy and stay positive.
+    rng = np.random.default_rng(0)
+    n_params, n_rows, n_outputs = 5, 4, 2
+    basis, _ = np.linalg.qr(rng.normal(size=(n_params, n_params)))
+    low_rank = basis * np.array([1e3, 2e3, 3e3, 5e3, 8e3])
+    ups = rng.uniform(0.5, 2.0, n_params)
+    jac = rng.normal(size=(n_rows, n_outputs, n_params))
+    config = make_config(_linear, "gaussian", "dlr", rank=n_params)
+    state = config.family.init(jnp.zeros(n_params, jnp.float32), jnp.asarray(1.0, jnp.float32))
+    state = state._replace(diag_precision=jnp.asarray(ups, jnp.float32), low_rank=jnp.asarray(low_rank, jnp.float32))
+    got = np.asarray(config.family.output_covariance(state, jnp.asarray(jac, jnp.float32)), np.float64)
+    cov = np.linalg.inv(np.diag(ups) + low_rank @ low_rank.T)
+    expected = np.einsum("bcp,pq,bdq->bcd", jac, cov, jac)
+    variances = np.diagonal(got, axis1=1, axis2=2)
+    assert (variances > 0).all()
+    np.testing.assert_allclose(variances, np.diagonal(expected, axis1=1, axis2=2), rtol=5e-3)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=5e-3 * np.abs(expected).max())
+    # Both forms are exact: the square root, and Eq. 61 where little cancels (W of order 1).
+    with jax.enable_x64(True):
+        for scale in (1.0, 1e3):
+            w = basis[:, :3] * scale
+            state = DLRState(jnp.zeros(n_params), jnp.asarray(ups), jnp.asarray(w))
+            expected = np.einsum("bcp,pq,bdq->bcd", jac, np.linalg.inv(np.diag(ups) + w @ w.T), jac)
+            forms = (config.family.output_covariance, _dlr_output_cov_from_root)
+            for got in (form(state, jnp.asarray(jac)) for form in forms):
+                np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])

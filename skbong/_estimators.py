@@ -190,7 +190,8 @@ _SHARED_PARAMS_DOC = """
         BONG step of the diagonal families (``family="diag"`` or ``"diag_mom"``) with the
         "lin_hess", "lin_ef" and "mc_ef" estimators. "kalman": the full linearised update
         from the diagonal prior, projected onto the family afterwards (VD-EKF); it never
-        overshoots the observation. "projected": BONG Eqs. 212-213 / 246-247 as printed,
+        overshoots the linearised observation (the network's own can still be overshot,
+        which ``backtrack`` guards against). "projected": BONG Eqs. 212-213 / 246-247 as printed,
         whose mean step uses the projected covariance and overshoots once ``sigma0^2
         ||J||^2`` exceeds the observation noise. ``docs/methods.rst`` compares them.
     backtrack : bool or "auto", default="auto"

@@ -1872,7 +1872,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
     n_iter_ : int
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
     t_ : int
-        Number of observations absorbed into the posterior.
+        Number of observations streamed into the posterior, rows of weight 0 included (as
+        ``SGDClassifier.t_`` counts them): the position in the stream.
 """
         + _HISTORY_DOC
         + """    prequential_log_prob_ : ndarray of shape (n_recorded,)
@@ -2274,7 +2275,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     n_iter_ : int
         Passes over the data made by ``fit``, plus one per ``partial_fit`` call.
     t_ : int
-        Number of observations absorbed into the posterior.
+        Number of observations streamed into the posterior, rows of weight 0 included (as
+        ``SGDClassifier.t_`` counts them): the position in the stream.
 """
         + _HISTORY_DOC
         + """    prequential_log_prob_ : ndarray of shape (n_recorded,)

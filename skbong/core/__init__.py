@@ -23,6 +23,7 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ._config import (
     ALGORITHMS,
@@ -67,6 +68,7 @@ from ._filter import (
     PREDICT_CHUNK,
     STEP_BUCKETS,
     Hyperparameters,
+    _is_sparse,
     belief_is_valid,
     init_belief,
     init_sweep,
@@ -310,6 +312,15 @@ def filter_posterior(
     if dynamics is not None:
         dynamics.check_schedule_ranges(n_seen, jnp.shape(Y)[0])
     mean0 = jnp.asarray(init_mean)
+    if mean0.ndim != 1 or not jnp.issubdtype(mean0.dtype, jnp.floating):
+        raise ValueError(
+            f"init_mean must be a 1-D floating-point array (the prior mean of the P parameters, in the dtype "
+            f"the filter computes in), got shape {mean0.shape} and dtype {mean0.dtype}."
+        )
+    if not isinstance(sigma0, jax.core.Tracer) and not np.all(np.asarray(sigma0) > 0):  # vmap may trace it
+        raise ValueError(f"sigma0 must be positive (the prior standard deviation), got {sigma0!r}.")
+    if not _is_sparse(X) and not np.all(np.isfinite(np.asarray(X))):
+        raise ValueError("X holds NaN or infinite values.")
     if state is None:
         state = config.family.init(mean0, jnp.asarray(sigma0, mean0.dtype))
     reference = obs_noise if reference_obs_noise is None else reference_obs_noise

@@ -8,6 +8,7 @@ compiled code. Combinations that are not available fail here with a clear messag
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import Callable
 
@@ -209,6 +210,10 @@ def make_config(
     reason = undefined_reason(algorithm, hessian, family)
     if reason is not None:
         raise ValueError(f"{algorithm}-{hessian}-{family} is not available: {reason}.")
+    counts = [("n_inner_steps", n_inner_steps), ("n_mc_samples", n_mc_samples)]
+    for name, count in counts + ([("rank", rank)] if family in ("dlr", "slr") else []):
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
+            raise ValueError(f"{name} must be a positive integer, got {count!r}.")
     if rule.with_kl:
         rule = dataclasses.replace(rule, n_inner_steps=int(n_inner_steps))
     monte_carlo = estimator_cls in (MonteCarloEF, MonteCarloHessian)

@@ -32,6 +32,7 @@ from ._curvature import (
 )
 from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
 from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DiagState, DLRGramState, DLRState, FullCovariance
+from ._likelihoods import Categorical, Gaussian
 from ._predictive import PluginPredictive
 from ._rules import apply_rule
 
@@ -1116,6 +1117,7 @@ def _run_chunks(
     here, not where the caller first reads the belief."""
     X = _row_source(X)
     Y = np.asarray(Y)
+    _check_stream(config, state, X, Y, hyper, batch_size, n_lead)
     rows_per_step = _step_rows(X.shape[0], batch_size, config)
     try:
         return jax.block_until_ready(
@@ -1144,6 +1146,47 @@ def _run_chunks(
             f"{np.shape(state.mean)[-1]:,} parameters: a step's memory grows with the square of its rows "
             f"times outputs{', and with P^2' if full else ''}. Use {advice}."
         ) from error
+
+
+def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: int) -> None:
+    """Refuse a stream whose pieces do not fit together, which the padded, reshaped chunks
+    would otherwise take silently: ``Y`` shorter than ``X`` was padded with targets of 0
+    and weight 1, a ``Y`` narrower than the network's outputs broadcast against them."""
+    if not (isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool) and batch_size >= 1):
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    if np.ndim(Y) == 0 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X and Y must have one row per observation: X has {X.shape[0]} rows, Y has shape {np.shape(Y)}.")
+    n_outputs = int(np.prod(Y.shape[1:], dtype=np.int64))
+    n_params = state.mean.shape[-1]
+    width = _output_width(config.apply_fn, n_params, int(np.prod(X.shape[1:], dtype=np.int64)), str(state.mean.dtype))
+    if width != n_outputs:
+        one_hot = " (one-hot rows for a categorical likelihood)" if isinstance(config.likelihood, Categorical) else ""
+        raise ValueError(
+            f"apply_fn returns {width} output(s) per row and Y has {n_outputs} column(s){one_hot}: they must match."
+        )
+    if isinstance(config.likelihood, Gaussian):
+        noise = hyper.obs_noise
+        if np.shape(noise)[n_lead:] not in ((), (1,), (n_outputs,)):
+            raise ValueError(
+                f"obs_noise must be one variance or one per output ({n_outputs}), got shape {np.shape(noise)[n_lead:]}."
+            )
+        if not isinstance(noise, jax.core.Tracer) and not np.all(np.asarray(noise) > 0):  # vmap may trace it
+            raise ValueError(f"obs_noise must be positive (a variance), got {np.asarray(noise)}.")
+
+
+@lru_cache(maxsize=256)
+def _output_width(apply_fn, n_params: int, n_features: int, dtype: str) -> int:
+    """Outputs per row of ``apply_fn`` for ``n_params`` parameters and rows of ``n_features``
+    (traced once per shape, never run)."""
+    params = jax.ShapeDtypeStruct((n_params,), dtype)
+    try:
+        out = jax.eval_shape(apply_fn, params, jax.ShapeDtypeStruct((1, n_features), dtype))
+    except Exception as error:  # noqa: BLE001 - any failure of a user's function, named
+        raise ValueError(
+            f"apply_fn(params, x) fails for params of shape ({n_params},) (the prior mean) and rows of "
+            f"{n_features} feature(s): {type(error).__name__}: {error}"
+        ) from error
+    return int(np.prod(out.shape[1:], dtype=np.int64))
 
 
 def _step_rows(n_rows: int, batch_size: int, config: FilterConfig) -> int:

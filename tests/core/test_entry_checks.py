@@ -1,0 +1,70 @@
+"""The core entry points refuse streams whose pieces do not fit together.
+
+``run_filter`` pads and reshapes its chunks, so before these checks a ``Y`` shorter than
+``X`` was padded with targets of 0 that weighed 1, a ``Y`` narrower than the network's
+outputs broadcast against them, and a negative noise gave a posterior of NaN, all without
+a word (found by probing the core as a user)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from skbong.core import Hyperparameters, filter_posterior, make_config, run_filter
+
+
+def _linear(theta, x):
+    return x @ theta[:, None]
+
+
+def _two_logits(theta, x):
+    return x @ theta.reshape(3, 2)
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3))
+    return X, (X @ np.array([1.0, -2.0, 0.5]))[:, None]
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"Y": "short"}, "X has 20 rows, Y has shape \\(10, 1\\)"),
+        ({"X": "short"}, "X has 10 rows, Y has shape \\(20, 1\\)"),
+        ({"apply_fn": _two_logits, "init_mean": np.zeros(6)}, "returns 2 output\\(s\\) per row and Y has 1"),
+        ({"apply_fn": _two_logits, "init_mean": np.zeros(6), "likelihood": "categorical"}, "one-hot rows"),
+        ({"init_mean": np.zeros(4)}, "fails for params of shape \\(4,\\)"),
+        ({"init_mean": np.zeros(3, int)}, "floating-point"),
+        ({"obs_noise": -1.0}, "obs_noise must be positive"),
+        ({"obs_noise": np.ones(3)}, "one per output \\(1\\)"),
+        ({"sigma0": 0.0}, "sigma0 must be positive"),
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"n_mc_samples": 0, "hessian": "mc_ef"}, "n_mc_samples must be a positive integer"),
+        ({"rank": 0}, "rank must be a positive integer"),
+        ({"X": "nan"}, "NaN"),
+    ],
+)
+def test_filter_posterior_refuses_what_does_not_fit_together(change, match):
+    X, Y = _data()
+    kwargs = {"apply_fn": _linear, "init_mean": np.zeros(3), "X": X, "Y": Y, "family": "dlr", "rank": 2}
+    if change.get("Y") == "short":
+        kwargs["Y"], change = Y[:10], {}
+    elif change.get("X") == "short":
+        kwargs["X"], change = X[:10], {}
+    elif change.get("X") == "nan":
+        kwargs["X"], change = np.where(np.arange(20)[:, None] == 3, np.nan, X), {}
+    kwargs.update(change)
+    kwargs["init_mean"] = jnp.asarray(kwargs["init_mean"])
+    with pytest.raises(ValueError, match=match):
+        filter_posterior(**kwargs)
+
+
+def test_run_filter_checks_too_and_a_matching_stream_runs():
+    X, Y = _data()
+    config = make_config(_linear, "gaussian", "fc")
+    state = config.family.init(jnp.zeros(3), jnp.asarray(1.0))
+    with pytest.raises(ValueError, match="X has 20 rows"):
+        run_filter(config, state, X, Y[:10], Hyperparameters(0.1, 1.0, 0.0))
+    # One observation per row, the linear model's outputs one per column: it learns the weights.
+    state = run_filter(config, state, X, Y, Hyperparameters(1e-4, 1.0, 0.0))
+    np.testing.assert_allclose(np.asarray(state.mean), [1.0, -2.0, 0.5], atol=1e-2)

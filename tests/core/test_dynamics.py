@@ -610,7 +610,8 @@ def test_static_belief_equals_an_identity_schedule(family, x64):
 
 def test_returned_validity_is_that_of_the_final_belief(x64):
     """``return_valid`` gives ``belief_is_valid`` of the result, computed in the filter's
-    program: per member in a sweep, where a member given a NaN noise breaks down."""
+    program: per member in a sweep, where a member given a NaN prior scale breaks down (a
+    NaN noise is refused before the filter runs)."""
     apply, n_params = network(1)
     X, Y = stream(6, 1, seed=15)
     config = make_config(apply, "gaussian", "diag")
@@ -621,9 +622,11 @@ def test_returned_validity_is_that_of_the_final_belief(x64):
     broken, valid = run_filter(config, state0, X, Y * np.nan, Hyperparameters(0.3, 1.0, 0.0), return_valid=True)
     assert not bool(valid) and not bool(belief_is_valid(config.family, broken))
 
-    states = init_sweep(config.family, jnp.full(n_params, 0.1), np.array([0.5, 0.5, 0.5]))
+    states = init_sweep(config.family, jnp.full(n_params, 0.1), np.array([0.5, np.nan, 0.5]))
+    with pytest.raises(ValueError, match="obs_noise must be positive"):
+        run_sweep(config, states, X, Y, Hyperparameters(np.array([0.3, np.nan, 0.1]), 1.0, 0.0))
     for vectorize in (False, True):
-        swept, valid = run_sweep(config, states, X, Y, Hyperparameters(np.array([0.3, np.nan, 0.1]), 1.0, 0.0),
+        swept, valid = run_sweep(config, states, X, Y, Hyperparameters(np.array([0.3, 0.2, 0.1]), 1.0, 0.0),
                                  vectorize=vectorize, return_valid=True)
         np.testing.assert_array_equal(valid, belief_is_valid(config.family, swept))
         np.testing.assert_array_equal(valid, [True, False, True])

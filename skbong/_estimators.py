@@ -30,6 +30,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._health import (
     HORIZON,
     INPUT_MEAN_SQUARE,
+    MIN_STEPS,
     NOISE_MISMATCH,
     PRIOR_CHECK_ROWS,
     PRIOR_CONFLICT,
@@ -1319,7 +1320,7 @@ class _BaseBONG(BaseEstimator):
             condition = "prior_conflict"
         elif health.far_worse:
             condition = "overconfident"
-        elif health.not_learning or health.barely_learning:
+        elif (health.not_learning or health.barely_learning) and n_seen >= MIN_STEPS * self.batch_size:
             condition = "not_learning"
         else:
             condition = None

@@ -131,6 +131,7 @@ __all__ = [
     "PRIOR_DIVERGED",
     "PRIOR_PULL",
     "BARELY_LEARNING",
+    "MIN_STEPS",
     "NOISE_MISMATCH",
     "INPUT_MEAN_SQUARE",
     "PRIOR_OUTPUT_STD",
@@ -153,6 +154,11 @@ BURN_IN = 10
 #: Observations scored (after ``BURN_IN``) before any verdict: an untrained network and the constant predictor
 #: are both near uniform, and a verdict on a handful of rows would be noise.
 MIN_OBSERVATIONS = 50
+#: Filter steps (of ``batch_size`` rows) before a verdict of not learning: the rows of one
+#: step are all predicted by the belief before it, so with ``batch_size`` at or above the
+#: number of rows every one is predicted by the prior (wine in one step of 1,000: test
+#: accuracy 1.0, and the warning said it learned nothing).
+MIN_STEPS = 10
 #: Excess log-loss (nats per observation) of the model over the constant predictor above
 #: which the posterior counts as diverged: the constant predictor's data are then more
 #: probable by a factor ``e`` per observation, about ``e^50`` over ``MIN_OBSERVATIONS`` rows.

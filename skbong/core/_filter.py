@@ -1170,8 +1170,9 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
             raise ValueError(
                 f"obs_noise must be one variance or one per output ({n_outputs}), got shape {np.shape(noise)[n_lead:]}."
             )
-        if not isinstance(noise, jax.core.Tracer) and not np.all(np.asarray(noise) > 0):  # vmap may trace it
-            raise ValueError(f"obs_noise must be positive (a variance), got {np.asarray(noise)}.")
+        # A host value is the caller's; a device one the filter's own estimate, or traced.
+        if isinstance(noise, np.ndarray) and not np.all(noise > 0):
+            raise ValueError(f"obs_noise must be positive (a variance), got {noise}.")
 
 
 @lru_cache(maxsize=256)

@@ -231,6 +231,11 @@ def filter_posterior(
 ):
     """Run an online Bayesian filter over ``(X, Y)`` and return the posterior belief.
 
+    It runs on the host, feeding compiled chunks of rows to the device, so it cannot itself
+    be traced by ``jax.jit`` or differentiated by ``jax.grad`` (``jax.vmap`` over a
+    hyperparameter such as ``sigma0`` works); inside a program of your own, call
+    :func:`update_step` in a ``jax.lax.scan``.
+
     Parameters
     ----------
     apply_fn : callable

@@ -315,7 +315,8 @@ def run_rvga(scheme: _Scheme, model: _Model, state: FullCovState, X, y, obs_nois
         Labels in ``{0, 1}`` for :class:`Logistic`, real targets for :class:`LinearGaussian`.
     obs_noise : float, default=1.0
         Observation variance ``R`` of :class:`LinearGaussian`; unused by :class:`Logistic`.
-        Traced: a new value does not recompile.
+        Passed to the compiled step as a traced value, so a new one does not recompile
+        (the function runs on the host and is not differentiable by ``jax.grad``).
 
     Returns
     -------

@@ -5,6 +5,7 @@
 outputs broadcast against them, and a negative noise gave a posterior of NaN, all without
 a word (found by probing the core as a user)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -68,3 +69,17 @@ def test_run_filter_checks_too_and_a_matching_stream_runs():
     # One observation per row, the linear model's outputs one per column: it learns the weights.
     state = run_filter(config, state, X, Y, Hyperparameters(1e-4, 1.0, 0.0))
     np.testing.assert_allclose(np.asarray(state.mean), [1.0, -2.0, 0.5], atol=1e-2)
+
+
+def test_vmap_over_sigma0_gives_the_separate_runs():
+    """The checks leave a traced ``sigma0`` alone: ``jax.vmap`` of a function that calls
+    ``filter_posterior`` runs one filter per prior scale, each equal to its own call."""
+    X, Y = _data()
+
+    def final_mean(sigma0):
+        return filter_posterior(_linear, jnp.zeros(3), X, Y, family="fc", sigma0=sigma0, obs_noise=0.5).mean
+
+    scales = jnp.asarray([0.1, 1.0])
+    batched = jax.vmap(final_mean)(scales)
+    for row, sigma0 in zip(np.asarray(batched), [0.1, 1.0]):
+        np.testing.assert_allclose(row, np.asarray(final_mean(sigma0)), rtol=1e-5, atol=1e-6)

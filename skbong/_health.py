@@ -156,8 +156,8 @@ BURN_IN = 10
 MIN_OBSERVATIONS = 50
 #: Filter steps (of ``batch_size`` rows) before a verdict of not learning: the rows of one
 #: step are all predicted by the belief before it, so with ``batch_size`` at or above the
-#: number of rows every one is predicted by the prior (wine in one step of 1,000: test
-#: accuracy 1.0, and the warning said it learned nothing).
+#: number of rows every one is predicted by the prior (wine in one step of 1,000: held-out
+#: accuracy 0.87-1.0 over two splits, and the warning said it learned nothing).
 MIN_STEPS = 10
 #: Excess log-loss (nats per observation) of the model over the constant predictor above
 #: which the posterior counts as diverged: the constant predictor's data are then more

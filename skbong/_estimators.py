@@ -1204,21 +1204,15 @@ class _BaseBONG(BaseEstimator):
                 f"{sigma0_remedy.lower()} ({sigma0_scales}; sigma0^2 times the squared size of the network's "
                 "gradients must stay near the observation noise)"
             )
-            raise_sigma0 = "raise sigma0" if reset else "refit with a larger sigma0"
-            if divergence_conflict < 1.0:
-                # The weights barely left the prior mean: its own network predicts this badly, and
-                # a smaller sigma0 holds the weights there (raw wine at sigma0 0.01 down to 7e-4).
-                sigma0_advice = (
-                    f"{raise_sigma0} ({sigma0_scales}): the weights stayed within "
-                    f"{np.sqrt(divergence_conflict):.2g} prior standard deviations of the prior mean, whose "
-                    "network itself predicts this badly, and a smaller sigma0 holds them there"
-                )
             scale_advice = "scale the inputs (e.g. StandardScaler)"
             remedies = [sigma0_advice, scale_advice, *other_remedies]
             if self.model is None and _mean_square(X) > INPUT_MEAN_SQUARE:
-                # Unscaled inputs saturate the built-in MLP from its first layer on: no sigma0
-                # makes up for them (raw breast_cancer, wine: every sigma0 down to 1e-3 failed).
-                remedies = [scale_advice + ": they are far from unit scale, which no sigma0 makes up for", *other_remedies]
+                # Unscaled inputs saturate the built-in MLP from its first layer on. A smaller
+                # sigma0 restrains weights that ran away (raw digits at sigma0 = 10: 6e7 prior
+                # standard deviations out), not a network the inputs saturate: raw breast_cancer
+                # and wine failed at every sigma0 down to 7e-4, each error saying to go lower.
+                runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED else []
+                remedies = [scale_advice + ", which are far from unit scale", *runaway, *other_remedies]
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
                 f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "

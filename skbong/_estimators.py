@@ -1329,7 +1329,16 @@ class _BaseBONG(BaseEstimator):
                 "prior mean, where a prior that suits the data gives at most about 1, and the prior pulls it "
                 f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
                 f"put it. The fit is likely degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the "
-                "inputs." + target_advice,
+                "inputs."
+                + (
+                    # Both conditions hold: one warning, which says the worse of the two too.
+                    f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
+                    f"are no better than a constant predictor's ({health.model_mean_loss:.3g} nats per "
+                    f"observation against {health.baseline_mean_loss:.3g})."
+                    if (health.not_learning or health.barely_learning) and n_seen >= MIN_STEPS * self.batch_size
+                    else ""
+                )
+                + target_advice,
                 ConvergenceWarning,
                 stacklevel=3,
             )

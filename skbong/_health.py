@@ -325,15 +325,10 @@ class StreamHealth(NamedTuple):
         return self.far_worse and not self.model_brier < self.baseline_brier
 
     def diverged_given(self, conflict: float) -> bool:
-        """``diverged``, or far worse, no better or barely better than the constant predictor
-        with weights beyond ``PRIOR_DIVERGED`` (``conflict`` is :func:`prior_conflict` of the belief):
-        grown orders of magnitude past the prior scale, a diverged filter even while it
-        still classifies some rows right, or once its outputs have saturated into the
-        constant's probabilities (raw digits, ``dlr`` at ``sigma0 = 3`` without the line
-        search: weights 1.7e3 prior standard deviations out, uniform probabilities, 0.10
-        accuracy on its own rows)."""
-        useless = self.far_worse or self.not_learning or self.barely_learning
-        return self.diverged or (conflict > PRIOR_DIVERGED and useless)
+        """``diverged``, or far worse with weights beyond ``PRIOR_DIVERGED`` (``conflict`` is
+        :func:`prior_conflict` of the belief): grown orders of magnitude past the prior
+        scale, a diverged filter even while it still classifies some rows right."""
+        return self.diverged or (self.far_worse and conflict > PRIOR_DIVERGED)
 
     @property
     def noise_excess(self) -> float:

@@ -1297,6 +1297,8 @@ class _BaseBONG(BaseEstimator):
         # partial_fit calls does not repeat it on every call while the condition lasts.
         # With a sweep the records are plug-in (see above): errors against R alone, which
         # cannot tell a wrong noise from a posterior still wide, so the check is not made.
+        # No better than the constant predictor, after enough steps for a verdict (MIN_STEPS).
+        learns_nothing = (health.not_learning or health.barely_learning) and n_seen >= MIN_STEPS * self.batch_size
         # The noise check needs records scored by the predictive itself (a fitted noise
         # matches its errors on average: 0.07 nats at most on diabetes, friedman1 and
         # linear data, against 0.5-3 for simple inflation on "slr").
@@ -1314,7 +1316,7 @@ class _BaseBONG(BaseEstimator):
             condition = "prior_conflict"
         elif health.far_worse:
             condition = "overconfident"
-        elif (health.not_learning or health.barely_learning) and n_seen >= MIN_STEPS * self.batch_size:
+        elif learns_nothing:
             condition = "not_learning"
         else:
             condition = None
@@ -1335,7 +1337,7 @@ class _BaseBONG(BaseEstimator):
                     f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
                     f"are no better than a constant predictor's ({health.model_mean_loss:.3g} nats per "
                     f"observation against {health.baseline_mean_loss:.3g})."
-                    if (health.not_learning or health.barely_learning) and n_seen >= MIN_STEPS * self.batch_size
+                    if learns_nothing
                     else ""
                 )
                 + target_advice,

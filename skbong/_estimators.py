@@ -1322,6 +1322,12 @@ class _BaseBONG(BaseEstimator):
             condition = None
         repeated = not reset and condition == self.__dict__.get("_health_warning")
         self._health_warning = condition
+        # The opening of both noise warnings (a fitted noise, a fixed one).
+        mismatch = (
+            f"{type(self).__name__}: its predictive variance does not match its errors: over its last "
+            f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss, with the variance of "
+            "predict(return_std=True)"
+        )
         if repeated:
             pass
         elif condition == "prior_conflict":
@@ -1403,10 +1409,8 @@ class _BaseBONG(BaseEstimator):
                     "the errors of the latest ones." + (" If the data drift, set process_noise." if not dynamics_advice else "")
                 )
             warnings.warn(
-                f"{type(self).__name__}: its predictive variance does not match its errors: over its last "
-                f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss, with the variance of "
-                f"predict(return_std=True), is {health.noise_excess:.3g} nats per observation above that of the "
-                "same predictions with the variance of their errors." + cause,
+                f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
+                "with the variance of their errors." + cause,
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1425,9 +1429,7 @@ class _BaseBONG(BaseEstimator):
                 else ""
             )
             warnings.warn(
-                f"{type(self).__name__}: its predictive variance does not match its errors: over its last "
-                f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss, with the variance of "
-                f"predict(return_std=True) (obs_noise={self.obs_noise!r} plus the weights' uncertainty), is "
+                f"{mismatch} (obs_noise={self.obs_noise!r} plus the weights' uncertainty), is "
                 f"{health.noise_excess:.3g} nats per observation above that of the same predictions with the "
                 f"variance of their errors, whose squares averaged {ratio:.3g} times obs_noise. The standard "
                 f"deviations it predicts are too {'small' if narrow else 'large'}"

@@ -132,6 +132,12 @@ def undefined_reason(algorithm: str, hessian: str, family: str) -> str | None:
     return UNDEFINED.get((algorithm, hessian, family))
 
 
+def _positive_int(owner: str, name: str, value) -> None:
+    """Refuse ``value`` unless it is a positive integer (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}.")
+
+
 def make_config(
     apply_fn: Callable[[jax.Array, jax.Array], jax.Array],
     likelihood: str,
@@ -212,8 +218,7 @@ def make_config(
         raise ValueError(f"{algorithm}-{hessian}-{family} is not available: {reason}.")
     counts = [("n_inner_steps", n_inner_steps), ("n_mc_samples", n_mc_samples)]
     for name, count in counts + ([("rank", rank)] if family in ("dlr", "slr") else []):
-        if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
-            raise ValueError(f"{name} must be a positive integer, got {count!r}.")
+        _positive_int("make_config", name, count)
     if rule.with_kl:
         rule = dataclasses.replace(rule, n_inner_steps=int(n_inner_steps))
     monte_carlo = estimator_cls in (MonteCarloEF, MonteCarloHessian)

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._config import FilterConfig
+from ._config import FilterConfig, _positive_int
 from ._curvature import (
     LayeredVector,
     LinearizedEF,
@@ -1152,8 +1152,7 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
     """Refuse a stream whose pieces do not fit together, which the padded, reshaped chunks
     would otherwise take silently: ``Y`` shorter than ``X`` was padded with targets of 0
     and weight 1, a ``Y`` narrower than the network's outputs broadcast against them."""
-    if not (isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool) and batch_size >= 1):
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+    _positive_int("run_filter", "batch_size", batch_size)
     if np.ndim(Y) == 0 or X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must have one row per observation: X has {X.shape[0]} rows, Y has shape {np.shape(Y)}.")
     n_outputs = int(np.prod(Y.shape[1:], dtype=np.int64))

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._config import _positive_int
 from ._families import FullCovState
 
 __all__ = [
@@ -54,11 +55,6 @@ __all__ = [
 ]
 
 _BETA = math.sqrt(8.0 / math.pi)  # beta = 1 / lambda of the inverse-probit fit sigma(a) ~ Phi(lambda a)
-
-
-def _positive_int(owner: str, name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -425,7 +425,8 @@ def _average_over_members(
     (1 without): the evidence of the tempered likelihood ``p^v`` that the update absorbs,
     so a row of weight 0 weighs nothing. The average predicts ``y_t`` with ``sum_k w_k(t)
     p_k(y_t)``. A member whose predictions went non-finite on a row of positive weight has
-    weight 0.
+    weight 0: from that row on, since its belief broke down in the update before (the
+    average over the others, their weights renormalised, is what :meth:`predict` gives then).
 
     Parameters
     ----------
@@ -454,15 +455,15 @@ def _average_over_members(
     before = evidence[:, None] + np.concatenate(
         [np.zeros((log_prob.shape[0], 1)), np.cumsum(weighed, axis=1)[:, :-1]], axis=1
     )
+    prediction = np.asarray(prediction, np.float64)
+    finite = np.all(np.isfinite(prediction), axis=2)
+    before = np.where(finite, before, -np.inf)
     # Every member non-finite gives NaN weights; the fit then raises that all broke down.
     with np.errstate(invalid="ignore"):
         log_weight = before - _log_sum_exp(before, axis=0)
-    weight = np.exp(log_weight)
-    prediction = np.asarray(prediction, np.float64)
-    prediction = np.where(np.isfinite(prediction), prediction, 0.0)  # such a member's weight is 0 after this row
     return (
         _log_sum_exp(log_weight + log_prob, axis=0),
-        np.einsum("kn,knc->nc", weight, prediction),
+        np.einsum("kn,knc->nc", np.exp(log_weight), np.where(finite[..., None], prediction, 0.0)),
         evidence + weighed.sum(axis=1),
     )
 

@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skbong import AUTO_SIGMA0, BONGClassifier, BONGRegressor
-from skbong._estimators import OCCAM_BURN_IN, OCCAM_WINDOW
+from skbong._estimators import OCCAM_BURN_IN, OCCAM_WINDOW, _average_over_members
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +154,20 @@ def test_a_scale_whose_belief_breaks_down_drops_out(digits):
     assert clf.sigma0_ == 0.3
     np.testing.assert_array_equal(clf.sigma0_weights_, [1.0, 0.0])
     assert np.isfinite(clf.predict_proba(X)).all()
+
+
+def test_a_member_whose_mean_breaks_down_on_a_row_drops_out_of_that_rows_average():
+    # Two members of equal evidence; the second's predictions go NaN on row 0 while it still
+    # holds half the weight (its belief broke down in the update before). Row 0 is then
+    # predicted by the first member alone, as predict would (its mean a probability vector
+    # summing to 1, not half of one), and from then on the second weighs nothing.
+    nan = float("nan")
+    log_prob = np.log([[0.8, 0.7], [nan, 0.9]])
+    prediction = np.array([[[0.2, 0.8], [0.3, 0.7]], [[nan, nan], [0.9, 0.1]]])
+    averaged_log_prob, averaged, evidence = _average_over_members(np.zeros(2), log_prob, prediction)
+    np.testing.assert_allclose(averaged, [[0.2, 0.8], [0.3, 0.7]])
+    np.testing.assert_allclose(averaged_log_prob, np.log([0.8, 0.7]))
+    assert evidence[1] == -np.inf and evidence[0] == pytest.approx(np.log(0.8 * 0.7))
 
 
 def test_auto_regressor_keeps_the_units_of_y():

@@ -626,12 +626,23 @@ class _BaseBONG(BaseEstimator):
         if len(validated) != len(params) or any(a is not b for a, b in zip(validated, params)):
             self._validate_params()
         saved = self.__dict__.copy()
+        # Two things change in place rather than by a new attribute: history_, which a call
+        # extends (copying it would make a stream of one-row calls quadratic), and a
+        # RandomState given as random_state, from which a call draws its seed. They are put
+        # back too, so that a retry after a failed call starts where the failed one did.
+        n_records = len(saved["history_"]) if "history_" in saved else None
+        random_state = self.random_state
+        generator_state = random_state.get_state() if isinstance(random_state, np.random.RandomState) else None
         self._validated_params = params
         try:
             yield
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
+            if n_records is not None:
+                del self.history_[n_records:]
+            if generator_state is not None:
+                random_state.set_state(generator_state)
             raise
 
     def _check_params(self) -> None:

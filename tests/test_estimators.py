@@ -506,6 +506,29 @@ def test_refused_fit_leaves_the_fitted_model_as_it_was(make):
     assert fresh.__dict__ == make(hidden_layer_sizes=(4,), random_state=0).__dict__
 
 
+def test_a_call_that_raises_after_its_update_leaves_history_and_a_random_state_as_they_were():
+    # A health warning comes after the call has committed its update; made an error (e.g.
+    # -W error), it undoes the call. history_ grows in place and a RandomState given as
+    # random_state is advanced by the seed drawn: both must be put back with the rest.
+    X, y = _four_features()
+    rng = np.random.default_rng(1)
+    noise, labels = rng.normal(size=(400, 6)), rng.integers(0, 2, 400)  # nothing to learn
+    est = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X, y)
+    records = [dict(record) for record in est.history_]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with pytest.raises(ConvergenceWarning, match="learning"):
+            est.partial_fit(noise, labels)
+    assert est.history_ == records and est.t_ == len(X)
+    generator = np.random.RandomState(0)
+    expected = np.random.RandomState(0).randint(1 << 30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        with pytest.raises(ConvergenceWarning, match="learning"):
+            BONGClassifier(hidden_layer_sizes=(4,), random_state=generator).fit(noise, labels)
+    assert generator.randint(1 << 30) == expected
+
+
 @pytest.mark.parametrize("family", ["fc", "fc_mom"])
 def test_full_covariance_beyond_the_device_memory_is_refused_up_front(family):
     # 100,000 hidden units on six features: P = 900,002 weights, a 3.2 TB covariance in

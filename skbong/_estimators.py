@@ -38,6 +38,10 @@ from ._health import (
     PRIOR_DIVERGED,
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
+    FORGETTING_ROWS,
+    FORGOTTEN_EXCESS,
+    MIN_OBSERVATIONS,
+    in_sample_excess,
     new_health,
     prior_conflict,
     prior_pull,
@@ -1330,6 +1334,17 @@ class _BaseBONG(BaseEstimator):
             condition = "overconfident"
         elif learns_nothing:
             condition = "not_learning"
+        elif (
+            # Rows taken in the user's order by static weights, the stream learned: did the
+            # posterior keep the call's early rows? (A forgetting model forgets by design.)
+            not shuffle
+            and static
+            and self.inflation is None
+            and health.n_scored >= MIN_OBSERVATIONS
+            and n_seen >= MIN_STEPS * self.batch_size
+            and (forgotten := self._forgotten_rows(config, X, Y, sample_weight, noise_floor)) is not None
+        ):
+            condition = "forgotten"
         else:
             condition = None
         repeated = not reset and condition == self.__dict__.get("_health_warning")
@@ -1350,6 +1365,7 @@ class _BaseBONG(BaseEstimator):
                 f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
                 f"put it. The fit is likely degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the "
                 "inputs."
+                + drift_advice
                 + (
                     # Both conditions hold: one warning, which says the worse of the two too.
                     f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
@@ -1400,6 +1416,29 @@ class _BaseBONG(BaseEstimator):
                 + self._empirical_fisher_advice()
                 + dynamics_advice
                 + target_advice,
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif condition == "forgotten":
+            excess, model_loss, constant_loss, accuracy = forgotten
+            if self._likelihood == "categorical":
+                how = (
+                    f"{model_loss:.3g} nats per row against {constant_loss:.3g} for their class frequencies; it "
+                    f"classifies {accuracy[0]:.0%} of them right, the most frequent class {accuracy[1]:.0%}"
+                )
+            else:
+                how = f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
+            warnings.warn(
+                f"{type(self).__name__}: the fitted posterior predicts the rows of this call worse than a constant "
+                f"fitted to them ({how}), although one step ahead it predicted them better than a running constant "
+                "did: it followed the latest rows and lost the others. Rows sorted by label or by target, or "
+                "arriving in blocks, do this. Shuffle the rows (fit does unless shuffle=False; partial_fit takes "
+                "them in the order given)."
+                + (
+                    drift_advice
+                    or " If the data do change over time and the latest rows are what matters, set process_noise, "
+                    "under which this check is not made."
+                ),
                 ConvergenceWarning,
                 stacklevel=3,
             )
@@ -1473,6 +1512,30 @@ class _BaseBONG(BaseEstimator):
             self.__dict__.pop("prequential_log_prob_", None)
             self.__dict__.pop("prequential_prediction_", None)
         return obs_noise
+
+    def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):
+        """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`
+        of the fitted posterior (plug-in, as ``posterior_`` after the call) on up to
+        ``FORGETTING_ROWS`` rows of the call, evenly spaced in its order, if it is above
+        ``FORGOTTEN_EXCESS``; else None. ``accuracy`` (categorical) is the model's and the
+        most frequent class's share of rows classified right."""
+        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
+        w = np.ones(rows.size) if sample_weight is None else np.asarray(sample_weight, np.float64)[rows]
+        rows, w = rows[w > 0], w[w > 0]
+        if rows.size < MIN_OBSERVATIONS:
+            return None
+        with _x64_scope(self.dtype):
+            out = predict_distribution(config, PluginPredictive(), self._posterior(), X[rows], 1.0)
+        means = np.asarray(out.mean, np.float64)
+        Y = np.asarray(Y[rows], np.float64)
+        excess, model, constant = in_sample_excess(self._likelihood, Y, w, means, noise_floor)
+        if not excess > FORGOTTEN_EXCESS:
+            return None
+        accuracy = None
+        if self._likelihood == "categorical":
+            label = Y.argmax(axis=1)
+            accuracy = (w @ (means.argmax(axis=1) == label) / w.sum(), (w @ Y).max() / w.sum())
+        return excess, model, constant, accuracy
 
     def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
         """One pass of the sweep over prior scales, in pieces of one compiled chunk, after

@@ -20,6 +20,7 @@ from skbong._health import (
     PRIOR_CONFLICT,
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
+    in_sample_excess,
     new_health,
     prior_conflict,
     update_health,
@@ -703,3 +704,47 @@ def test_on_unscaled_inputs_the_advice_names_scaling_not_a_smaller_sigma0():
         BONGClassifier(random_state=1).fit(X, y)
     (width,) = _messages(caught, "the prior is too wide")
     assert "standardise X first" in width and "gives a spread of 1" not in width
+
+
+def test_a_stream_sorted_by_label_that_forgot_its_early_rows_is_told():
+    # Sorted by label, each row is predicted well one step ahead (its neighbours share its
+    # label), so the prequential test passes, while the fitted posterior predicts one class
+    # for all (accuracy 0.10 on digits). The same rows shuffled, or under process_noise (a
+    # model that forgets by design), are not warned of.
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600] / 16, y[:600]
+    order = np.argsort(y, kind="stable")
+    with pytest.warns(ConvergenceWarning, match=r"predicts the rows of this call worse than a constant.*Shuffle"):
+        forgot = BONGClassifier(hidden_layer_sizes=(16,), shuffle=False, random_state=0).fit(X[order], y[order])
+    assert forgot.score(X, y) < 0.2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        shuffled = np.random.default_rng(0).permutation(len(y))
+        kept = BONGClassifier(hidden_layer_sizes=(16,), shuffle=False, random_state=0).fit(X[shuffled], y[shuffled])
+        assert kept.score(X, y) > 0.9
+        BONGClassifier(hidden_layer_sizes=(16,), shuffle=False, process_noise=1e-3, random_state=0).fit(
+            X[order], y[order]
+        )
+
+
+def test_in_sample_excess_against_a_direct_computation():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 50)
+    Y = np.eye(3)[labels]
+    proba = rng.dirichlet(np.ones(3), 50)
+    w = rng.uniform(0.5, 2.0, 50)
+    counts = np.array([w[labels == c].sum() for c in range(3)])
+    frequency = (counts + 0.5) / (w.sum() + 1.5)
+    model = -np.sum(w * np.log(proba[np.arange(50), labels])) / w.sum()
+    constant = -np.sum(w * np.log(frequency[labels])) / w.sum()
+    np.testing.assert_allclose(in_sample_excess("categorical", Y, w, proba), (model - constant, model, constant))
+    targets, means = rng.normal(size=(50, 2)), rng.normal(size=(50, 2))
+    error = np.array([np.average((targets[:, c] - means[:, c]) ** 2, weights=w) for c in range(2)])
+    spread = np.array([np.average((targets[:, c] - np.average(targets[:, c], weights=w)) ** 2, weights=w)
+                       for c in range(2)])
+    floor = np.array([0.0, 5.0])  # the second output's variance is floored at the noise
+    variance = np.maximum(spread, floor)
+    np.testing.assert_allclose(
+        in_sample_excess("gaussian", targets, w, means, floor),
+        (np.mean(0.5 * np.log(error / variance)), np.mean(error), np.mean(variance)),
+    )

@@ -408,7 +408,7 @@ def _before_the_fit(prior_advice: list[str]) -> str:
     """The prior predictive checks' advice (``_prior_checks``), for an error that ends the
     fit before they are given as warnings: e.g. unscaled inputs, the cause that a smaller
     sigma0 does not remove."""
-    return "".join(f" Before the fit, the prior checks found: {advice}" for advice in prior_advice)
+    return f" Before the fit, the prior checks found: {' '.join(prior_advice)}" if prior_advice else ""
 
 
 def _log_sum_exp(a: np.ndarray, axis: int) -> np.ndarray:
@@ -1228,7 +1228,7 @@ class _BaseBONG(BaseEstimator):
                 # standard deviations out), not a network the inputs saturate: raw breast_cancer
                 # and wine failed at every sigma0 down to 7e-4, each error saying to go lower.
                 runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED else []
-                remedies = [scale_advice + ", which are far from unit scale", *runaway, *other_remedies]
+                remedies = ["scale the inputs (e.g. StandardScaler; they are far from unit scale)", *runaway, *other_remedies]
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
                 f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
@@ -2179,6 +2179,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
                     raise ValueError(
                         f"classes must list at least 2 labels, one per class the stream can contain; got {given!r}."
                     )
+                if classes.dtype.kind in "fc" and not np.all(np.isfinite(classes)):
+                    raise ValueError(f"classes must not contain NaN or infinite labels; got {given!r}.")
             else:
                 if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
                     raise ValueError(
@@ -2546,6 +2548,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self, X: np.ndarray, y: np.ndarray, *, reset: bool, n_passes: int, shuffle: bool, sample_weight=None
     ) -> None:
         """Standardise ``y`` (with the first call's mean and scale) and filter on it."""
+        if _is_sparse(y):  # validate_data lets a sparse y through with multi_output=True
+            y = y.toarray()
         Y = self._as_matrix(y)
         if reset:
             loc, scale, scale_guessed = self._loc_scale(Y, sample_weight)

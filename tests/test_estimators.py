@@ -97,6 +97,22 @@ def test_unknown_label_raises_and_keeps_state(digits):
     labels = set(range(10))
     from_set = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).partial_fit(X_train[:20], y_train[:20], classes=labels)
     np.testing.assert_array_equal(from_set.classes_, np.arange(10))
+    # NaN is no label: accepted, it made a class that no row can match and that a second
+    # call listing the same classes was refused against (NaN != NaN).
+    with pytest.raises(ValueError, match="classes must not contain NaN"):
+        BONGClassifier().partial_fit(X_train[:5], np.zeros(5), classes=[0, 1, np.nan])
+
+
+def test_a_sparse_target_is_the_dense_one(digits):
+    # validate_data lets a sparse y through for a multi-output regressor; it used to fail
+    # with numpy's "setting an array element with a sequence".
+    from scipy import sparse
+
+    X_train, _, y_train, _ = digits
+    y = y_train[:60, None].astype(float)
+    dense = BONGRegressor(hidden_layer_sizes=(4,), random_state=0).fit(X_train[:60], y)
+    from_sparse = BONGRegressor(hidden_layer_sizes=(4,), random_state=0).fit(X_train[:60], sparse.csr_matrix(y))
+    np.testing.assert_array_equal(from_sparse.predict(X_train[60:70]), dense.predict(X_train[60:70]))
 
 
 def test_unstable_moment_update_raises_and_keeps_state():

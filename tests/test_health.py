@@ -697,7 +697,8 @@ def test_on_unscaled_inputs_the_advice_names_scaling_not_a_smaller_sigma0():
     with pytest.raises(FloatingPointError, match="diverged") as raised, warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         BONGClassifier(sigma0=0.01, random_state=1).fit(X, y)
-    assert "Scale the inputs (e.g. StandardScaler), which are far from unit scale." in str(raised.value)
+    assert "Scale the inputs (e.g. StandardScaler; they are far from unit scale)." in str(raised.value)
+    assert str(raised.value).count("Before the fit, the prior checks found:") == 1
     assert "ower sigma0" not in str(raised.value)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)

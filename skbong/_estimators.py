@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import os
+import pickle
 import sys
 import time
 from functools import lru_cache, partial
@@ -314,6 +316,61 @@ def _module_spec(module):
     from .core._models import ModuleSpec
 
     return ModuleSpec.of(module)
+
+
+@lru_cache(maxsize=1)
+def _jax_function_objects() -> dict[int, tuple[object, str, str]]:
+    """JAX's and flax's functions that are objects rather than Python functions
+    (``jax.custom_jvp``, jitted functions), by id: ``(object, namespace, name)``.
+
+    A module may hold one as an attribute: ``nnx.Sequential(nnx.Linear(...), nnx.relu,
+    ...)``. Unlike a Python function, such an object neither pickles (JAX finds another
+    object under its name) nor survives a deep copy as itself: a copied ``nnx.relu`` is
+    another object, so a clone's graph definition differed from the original's (the filter
+    compiled again for each clone of a GridSearchCV) and its chain of dense layers was no
+    longer recognised (``ACTIVATIONS`` are matched by identity).
+    """
+    import importlib
+    import types
+
+    found = {}
+    for namespace in ("jax.nn", "jax.numpy", "flax.nnx"):
+        for name, value in vars(importlib.import_module(namespace)).items():
+            if callable(value) and not isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+                found.setdefault(id(value), (value, namespace, name))
+    return found
+
+
+def _jax_function(namespace: str, name: str):
+    """One of :func:`_jax_function_objects`, by name (its unpickling)."""
+    import importlib
+
+    return getattr(importlib.import_module(namespace), name)
+
+
+#: Attributes that hold a module given as ``model``, or structures taken from it
+#: (``_validated_params`` holds the parameters' values).
+_MODULE_ATTRIBUTES = ("model", "_fitted_model", "_fitted_structure", "_spec", "_validated_params")
+
+
+class _ModulePickler(pickle.Pickler):
+    """Pickles JAX's function objects (:func:`_jax_function_objects`) by name."""
+
+    def reducer_override(self, obj):
+        entry = _jax_function_objects().get(id(obj))
+        if entry is not None and entry[0] is obj:
+            return _jax_function, entry[1:]
+        return NotImplemented
+
+
+def _copy_module(module):
+    """An independent copy of an NNX module that keeps its graph definition, JAX's function
+    objects in it included (a deep copy would copy them, see :func:`_jax_function_objects`);
+    its variables are new, holding the same immutable arrays."""
+    from flax import nnx
+
+    graphdef, state = nnx.split(module)
+    return nnx.merge(graphdef, state)
 
 
 def _on_device(leaf):
@@ -1920,7 +1977,26 @@ class _BaseBONG(BaseEstimator):
             # Plain numpy arrays: a model fitted on GPU loads anywhere.
             posterior = state["posterior_"]
             state["posterior_"] = type(posterior)(*(np.asarray(leaf) for leaf in posterior))
+        if _is_module(self.model):
+            # The module and the structures taken from it, pickled together (model is
+            # _fitted_model stays true) with JAX's function objects by name.
+            held = {name: state.pop(name) for name in _MODULE_ATTRIBUTES if name in state}
+            buffer = io.BytesIO()
+            _ModulePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(held)
+            state["_pickled_module"] = buffer.getvalue()
         return state
+
+    def __setstate__(self, state):
+        pickled = state.pop("_pickled_module", None)
+        if pickled is not None:
+            state.update(pickle.loads(pickled))
+        super().__setstate__(state)
+
+    def __sklearn_clone__(self):
+        cloned = super().__sklearn_clone__()
+        if _is_module(self.model):  # see _jax_function_objects
+            cloned.model = _copy_module(self.model)
+        return cloned
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -133,6 +133,31 @@ def test_clones_and_a_sigma0_search_never_recompile(digits):
     assert clone(search.best_estimator_).model is not module  # clone copied the module
 
 
+@pytest.mark.parametrize("activation", [nnx.relu, nnx.tanh, nnx.sigmoid], ids=["relu", "tanh", "sigmoid"])
+def test_a_sequential_with_jax_activations_clones_pickles_and_keeps_its_dense_path(activation, digits):
+    # JAX's activations are objects (custom_jvp, jitted functions) that neither pickle nor
+    # survive a deep copy as themselves: a clone's copy was another object, so its graph
+    # definition differed (the filter compiled again for each clone) and its chain of
+    # dense layers went unrecognised; pickling the estimator failed in JAX.
+    X, y = digits[0][:120], digits[1][:120]
+    net = nnx.Sequential(nnx.Linear(64, 8, rngs=nnx.Rngs(0)), activation, nnx.Linear(8, 10, rngs=nnx.Rngs(1)))
+    clf = BONGClassifier(model=net, random_state=0).fit(X[:100], y[:100])
+    assert clf._spec.dense is not None
+    predicted = clf.predict_proba(X)
+    before = trace_count()
+    twin = clone(clf).fit(X[:100], y[:100])
+    assert twin.model is not net and twin._spec.dense is not None
+    np.testing.assert_array_equal(twin.predict_proba(X), predicted)
+    assert trace_count() == before
+    for copy_ in (pickle.loads(pickle.dumps(clf)), copy.deepcopy(clf)):
+        assert copy_.model.layers[1] is activation
+        np.testing.assert_array_equal(copy_.predict_proba(X), predicted)
+        assert trace_count() == before
+    clf.partial_fit(X[100:], y[100:])
+    copy_.partial_fit(X[100:], y[100:])
+    np.testing.assert_array_equal(copy_.predict_proba(X), clf.predict_proba(X))
+
+
 @pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
 def test_wrong_widths_are_refused_and_lose_nothing(make, digits):
     X, y = digits[0][:60], digits[1][:60]

@@ -1892,7 +1892,9 @@ class _BaseBONG(BaseEstimator):
         scale = self.__dict__.get("noise_scale_")
         if scale is None:
             return self.posterior_
-        return config.family.rescale_precision(self.posterior_, np.asarray(scale, self.dtype), 0.0)
+        # On device arrays: a pickled posterior_ holds numpy ones, whose division numpy would
+        # compute, an ulp away from XLA's, and a resumed stream then drifted from the original.
+        return config.family.rescale_precision(self._posterior(), np.asarray(scale, self.dtype), 0.0)
 
     def _calibrate(self, config, reset, innovations, chosen, total_weight):
         """Set the calibrated noise scale ``c`` (``noise_scale_``) after this call and return

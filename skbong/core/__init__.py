@@ -297,7 +297,8 @@ def filter_posterior(
         stochastic estimators (step ``t`` draws with ``fold_in(key, n_seen + t *
         batch_size)``). A stream fed in chunks, each call passing the rows absorbed so
         far, then gives the belief of one call over all of its rows (for a
-        ``batch_size`` that divides the chunks' lengths).
+        ``batch_size`` that divides the chunks' lengths), to round-off: bit for bit
+        except for ``dlr``, whose carried Gram matrix is formed anew at each call.
     key : PRNG key, optional
         Randomness of stochastic estimators.
     sample_weight : array of shape (N,), optional

@@ -348,6 +348,10 @@ def _jax_function(namespace: str, name: str):
     return getattr(importlib.import_module(namespace), name)
 
 
+#: Mean row weight below which a fit says that its rows count as few observations (weights
+#: normalised to sum to 1 over 442 diabetes rows: test R^2 0.14 against 0.53, no warning).
+LIGHT_WEIGHTS = 0.01
+
 #: Attributes that hold a module given as ``model``, or structures taken from it
 #: (``_validated_params`` holds the parameters' values).
 _MODULE_ATTRIBUTES = ("model", "_fitted_model", "_fitted_structure", "_spec", "_validated_params")
@@ -1209,6 +1213,18 @@ class _BaseBONG(BaseEstimator):
             if heaviest > 1
             else ""
         )
+        # Weights far below 1 (e.g. normalised to sum to 1) make the whole call count as a
+        # few observations: the posterior then stays near the prior and learns little.
+        mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+        light_weight_advice = (
+            f" The row weights average {mean_weight:.3g}: a row of weight w enters as w observations of it, so "
+            f"the {X.shape[0]} rows of this call weigh as much as {mean_weight * X.shape[0]:.3g} of weight 1 and "
+            "the posterior stays near its prior; rescale them (e.g. to a mean of 1)."
+            if 0 < mean_weight < LIGHT_WEIGHTS
+            else ""
+        )
+        if light_weight_advice and reset:
+            warnings.warn(f"{type(self).__name__}:{light_weight_advice}", UserWarning, stacklevel=3)
         if not valid:
             self._refuse_non_finite_network(spec, prior_mean, X)
             # A dense covariance update subtracts nearly equal numbers when the noise is tiny
@@ -1471,6 +1487,7 @@ class _BaseBONG(BaseEstimator):
                 + (", another learning_rate" if self.algorithm != "bong" else "")
                 + " or scale the inputs; if it does not, there is nothing to learn."
                 + self._empirical_fisher_advice()
+                + (light_weight_advice or weight_advice)
                 + dynamics_advice
                 + target_advice,
                 ConvergenceWarning,

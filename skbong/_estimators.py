@@ -266,7 +266,10 @@ _SHARED_PARAMS_DOC = """
     shuffle : bool, default=True
         Whether ``fit`` shuffles the rows before each pass. ``partial_fit`` never shuffles.
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial weights, the shuffling and any Monte-Carlo draws.
+        Seeds the initial weights, the shuffling and any Monte-Carlo draws. ``fit`` and
+        a first ``partial_fit`` draw one seed from it, with which later ``partial_fit``
+        calls go on (their draws follow the position in the stream), so setting it
+        between ``partial_fit`` calls changes nothing until the next ``fit``.
     prequential : bool, default=False
         Record, inside the compiled filter, the one-step-ahead predictive of every
         observation before it updates the posterior (prequential evaluation, LO-FI

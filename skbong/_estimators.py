@@ -32,6 +32,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._health import (
     HORIZON,
     INPUT_MEAN_SQUARE,
+    LIGHT_WEIGHTS,
     MIN_STEPS,
     NOISE_MISMATCH,
     OUTLIER_SHARE,
@@ -352,10 +353,6 @@ def _jax_function(namespace: str, name: str):
 
     return getattr(importlib.import_module(namespace), name)
 
-
-#: Mean row weight below which a fit says that its rows count as few observations (weights
-#: normalised to sum to 1 over 442 diabetes rows: test R^2 0.14 against 0.53, no warning).
-LIGHT_WEIGHTS = 0.01
 
 #: Attributes that hold a module given as ``model``, or structures taken from it
 #: (``_validated_params`` holds the parameters' values).
@@ -1306,7 +1303,8 @@ class _BaseBONG(BaseEstimator):
                 # standard deviations out), not a network the inputs saturate: raw breast_cancer
                 # and wine failed at every sigma0 down to 7e-4, each error saying to go lower.
                 runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED else []
-                remedies = ["scale the inputs (e.g. StandardScaler; they are far from unit scale)", *runaway, *other_remedies]
+                unscaled = "scale the inputs (e.g. StandardScaler; they are far from unit scale)"
+                remedies = [unscaled, *runaway, *other_remedies]
             raise FloatingPointError(
                 f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
                 f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "

@@ -112,6 +112,14 @@ network still learns, only badly:
   R^2 at wide priors (``diag`` 0.27 to 0.00-0.25, ``fc`` 0.07 to -0.47): a small, noisy
   set that the prior must regularise, which ``sigma0='auto'`` handles (0.33-0.37).
 
+Two more checks look past the window. A regressor counts, over the whole stream, the rows
+whose one-step-ahead residual is gross (``OUTLIER_Z`` typical errors): the running log-losses
+cap such rows (``ROW_EXCESS_CAP``), which keeps one outlier from passing for divergence but
+also hid 1% of them pulling the weights. And a call that takes its rows in the user's order
+compares the fitted posterior with a constant on the call's own rows (``in_sample_excess``):
+one step ahead, rows sorted by label are each predicted well from their neighbours, while
+the posterior that ends the call has lost all but the last label.
+
 This module is numpy only; the filter records the log-probabilities inside its scan.
 """
 
@@ -141,6 +149,7 @@ __all__ = [
     "OUTLIER_SHARE",
     "FORGOTTEN_EXCESS",
     "FORGETTING_ROWS",
+    "LIGHT_WEIGHTS",
     "new_health",
     "update_health",
     "prior_conflict",
@@ -248,6 +257,9 @@ ROBUST_SCALE_ROWS = 20
 FORGOTTEN_EXCESS = 0.2
 #: Rows of a call, evenly spaced in its order, on which ``in_sample_excess`` is measured.
 FORGETTING_ROWS = 1000
+#: Mean row weight below which a fit says that its rows weigh as much as few observations
+#: (weights normalised to sum to 1 over 442 diabetes rows: test R^2 0.14 against 0.53, silently).
+LIGHT_WEIGHTS = 0.01
 
 
 class StreamHealth(NamedTuple):

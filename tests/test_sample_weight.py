@@ -346,5 +346,6 @@ def test_a_fit_that_learns_nothing_under_extreme_weights_names_them():
     from sklearn.preprocessing import scale
 
     X, y = load_breast_cancer(return_X_y=True)
-    with pytest.warns(ConvergenceWarning, match=r"learning.*The row weights \(sample_weight times class_weight\) reach"):
+    overshoot = r"learning.*The row weights \(sample_weight times class_weight\) reach"
+    with pytest.warns(ConvergenceWarning, match=overshoot):
         BONGClassifier(class_weight={0: 1e6, 1: 1}, random_state=0).fit(scale(X), y)

@@ -1421,6 +1421,7 @@ class _BaseBONG(BaseEstimator):
             and static
             and self.inflation is None
             and health.n_scored >= MIN_OBSERVATIONS
+            and X.shape[0] >= MIN_OBSERVATIONS  # a stream of one-row calls pays nothing for it
             and n_seen >= MIN_STEPS * self.batch_size
             and (forgotten := self._forgotten_rows(config, X, Y, sample_weight, noise_floor)) is not None
         ):

@@ -1446,6 +1446,7 @@ class _BaseBONG(BaseEstimator):
                 f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
                 f"put it. The fit is likely degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the "
                 "inputs."
+                + weight_advice
                 + drift_advice
                 + (
                     # Both conditions hold: one warning, which says the worse of the two too.

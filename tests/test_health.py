@@ -15,6 +15,7 @@ from skbong._health import (
     BARELY_LEARNING,
     BURN_IN,
     HORIZON,
+    MIN_EFFECTIVE_ROWS,
     MIN_OBSERVATIONS,
     PRIOR_CHECK_ROWS,
     PRIOR_CONFLICT,
@@ -766,3 +767,26 @@ def test_gross_errors_in_y_are_told_and_heavy_tails_are_not():
         warnings.simplefilter("error", ConvergenceWarning)
         BONGRegressor(random_state=0).fit(X, clean + 0.3 * rng.standard_normal(1500))
         BONGRegressor(random_state=0).fit(X, clean + 0.3 * rng.standard_t(5, 1500))
+
+
+def test_a_window_whose_weight_sits_on_few_rows_gives_no_learning_verdict():
+    # Kish's effective rows of the exponentially weighted window, against a direct sum.
+    rng = np.random.default_rng(0)
+    Y = np.eye(2)[rng.integers(0, 2, 600)]
+    proba = np.full((600, 2), 0.5)
+    w = np.where(rng.random(600) < 0.02, 50.0, 0.5)
+    health = update_health(new_health("categorical", 2), "categorical", Y, np.log(proba[:, 0]), proba, row_weights=w)
+    age = np.arange(600 - BURN_IN)[::-1]
+    a = (1 - 1 / HORIZON) ** age * w[BURN_IN:]
+    assert health.effective_rows == pytest.approx(a.sum() ** 2 / (a @ a))
+    unweighted = update_health(new_health("categorical", 2), "categorical", Y, np.log(proba[:, 0]), proba)
+    assert unweighted.effective_rows > 300 and health.effective_rows < MIN_EFFECTIVE_ROWS
+    # class_weight="balanced" at a 1% minority: each minority row weighs 100 majority ones,
+    # and such a fit (test AUC 0.76) was refused as diverged on two confident misses.
+    X = rng.standard_normal((5000, 10))
+    y = (rng.random(5000) < 0.01).astype(int)
+    X[y == 1, :3] += 1.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        BONGClassifier(class_weight="balanced", random_state=0).fit(X, y)
+    assert not [w for w in caught if "learning" in str(w.message)]

@@ -35,8 +35,6 @@ from ._health import (
     LIGHT_WEIGHTS,
     MIN_STEPS,
     NOISE_MISMATCH,
-    OUTLIER_SHARE,
-    OUTLIER_Z,
     PRIOR_CHECK_ROWS,
     PRIOR_CONFLICT,
     PRIOR_PULL,
@@ -1394,11 +1392,7 @@ class _BaseBONG(BaseEstimator):
         # The noise check needs records scored by the predictive itself (a fitted noise
         # matches its errors on average: 0.07 nats at most on diabetes, friedman1 and
         # linear data, against 0.5-3 for simple inflation on "slr").
-        if health.outlier_share > OUTLIER_SHARE:
-            # First: gross errors in y pull the weights and the fitted noise, and with them
-            # every other check.
-            condition = "outliers"
-        elif scored_by_own and health.noise_excess > NOISE_MISMATCH:
+        if scored_by_own and health.noise_excess > NOISE_MISMATCH:
             # First: a noise far from the errors also drives the weights from the prior (rows
             # trusted too much) or keeps the model from learning (too little).
             condition = "noise_mismatch"
@@ -1498,17 +1492,6 @@ class _BaseBONG(BaseEstimator):
                 + self._empirical_fisher_advice()
                 + (light_weight_advice or weight_advice)
                 + dynamics_advice
-                + target_advice,
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-        elif condition == "outliers":
-            warnings.warn(
-                f"{type(self).__name__}: its targets have gross errors: {health.outlier_share:.1%} of the "
-                f"{health.n_scored} observations scored so far missed their one-step-ahead prediction by more than "
-                f"{OUTLIER_Z:g} times its typical error, which Gaussian errors do about never. The Gaussian "
-                "likelihood lets each such row pull the weights hard, and the fit degrades. Remove or clip these "
-                "targets, or transform y (e.g. sklearn.compose.TransformedTargetRegressor)."
                 + target_advice,
                 ConvergenceWarning,
                 stacklevel=3,

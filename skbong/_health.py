@@ -112,10 +112,7 @@ network still learns, only badly:
   R^2 at wide priors (``diag`` 0.27 to 0.00-0.25, ``fc`` 0.07 to -0.47): a small, noisy
   set that the prior must regularise, which ``sigma0='auto'`` handles (0.33-0.37).
 
-Two more checks look past the window. A regressor counts, over the whole stream, the rows
-whose one-step-ahead residual is gross (``OUTLIER_Z`` typical errors): the running log-losses
-cap such rows (``ROW_EXCESS_CAP``), which keeps one outlier from passing for divergence but
-also hid 1% of them pulling the weights. And a call that takes its rows in the user's order
+One more check looks past the window: a call that takes its rows in the user's order
 compares the fitted posterior with a constant on the call's own rows (``in_sample_excess``):
 one step ahead, rows sorted by label are each predicted well from their neighbours, while
 the posterior that ends the call has lost all but the last label.
@@ -146,8 +143,6 @@ __all__ = [
     "PRIOR_OUTPUT_STD",
     "PRIOR_OUTPUT_STD_CORRELATED",
     "PRIOR_CHECK_ROWS",
-    "OUTLIER_Z",
-    "OUTLIER_SHARE",
     "FORGOTTEN_EXCESS",
     "FORGETTING_ROWS",
     "LIGHT_WEIGHTS",
@@ -238,19 +233,6 @@ PRIOR_OUTPUT_STD = 2.5
 PRIOR_OUTPUT_STD_CORRELATED = 6.0
 #: Rows (the first ones of a fit) over which that standard deviation is averaged.
 PRIOR_CHECK_ROWS = 16
-#: A regressor's row whose one-step-ahead residual exceeds this many times the model's
-#: running residual standard deviation counts as an outlier: Gaussian errors do so with
-#: probability 2e-23, Student-t errors of 5 degrees of freedom with 5e-5.
-OUTLIER_Z = 10.0
-#: Share of the scored rows that may be outliers before the targets count as
-#: having gross errors. A Gaussian likelihood lets each one pull the weights hard: with 1%
-#: of 1,500 targets 50 standard deviations off (noise 0.3), test R^2 against the clean
-#: function fell to 0.56-0.92 over four seeds, against 0.97-0.99 with those targets clipped
-#: and 0.98-0.99 for Ridge.
-OUTLIER_SHARE = 0.005
-#: Rows of one update of the test from which the typical error is also taken from their
-#: median residual (``update_health``).
-ROBUST_SCALE_ROWS = 20
 #: Nats per row by which the fitted posterior may predict the rows of the call that fitted
 #: it (``in_sample_excess``) worse than a constant fitted to them, in a call that absorbed
 #: its rows in the user's order, before it counts as having forgotten them. The prequential
@@ -306,17 +288,6 @@ class StreamHealth(NamedTuple):
         at least the filter's noise ``R`` (module docstring), which ``far_worse`` compares
         with; None where no floor was given (categorical; a state pickled before it was
         kept), and ``baseline_loss`` stands in.
-    outlier_rows : float
-        Gaussian: the number of scored rows so far (of positive weight) that missed their
-        one-step-ahead prediction by more than ``OUTLIER_Z`` times the model's running
-        residual standard deviation. Counted over the whole stream, not the window: a few
-        gross errors in a window of ``HORIZON`` rows come and go. Zero otherwise.
-    clean_residuals : ndarray of shape (2, C) or None
-        Gaussian: count and sum of squares of the residuals of the rows not counted as
-        outliers (one pseudo-residual first, as ``baseline_stats[3]``): the typical error
-        that ``OUTLIER_Z`` multiplies, which the outliers themselves would inflate (one
-        residual of 50 among errors of 0.3 makes a running root mean square of 5 after 100
-        rows). None before any scored row.
     weight_square : float or None
         The sum of the squares of the weights that ``weight`` sums (each row's decay times
         its ``sample_weight``), for ``effective_rows``; None in a state pickled before it was
@@ -336,8 +307,6 @@ class StreamHealth(NamedTuple):
     noise_loss: float = 0.0
     residual_square: float = 0.0
     floored_baseline_loss: float | None = None
-    outlier_rows: float = 0.0
-    clean_residuals: np.ndarray | None = None
     weight_square: float | None = None
 
     def _per_observation(self, total: float) -> float:
@@ -415,14 +384,6 @@ class StreamHealth(NamedTuple):
     def mean_square_error(self) -> float:
         """Gaussian: the weighted mean squared one-step-ahead residual per output."""
         return self.residual_square / self.weight / self.baseline_stats.shape[1] if self.weight > 0 else np.nan
-
-    @property
-    def outlier_share(self) -> float:
-        """Gaussian, scored enough: the share of outlier rows among the scored rows
-        (``OUTLIER_Z``); zero otherwise."""
-        if self.n_scored < MIN_OBSERVATIONS:
-            return 0.0
-        return self.outlier_rows / self.n_scored
 
     @property
     def effective_rows(self) -> float:
@@ -561,23 +522,6 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     Y, w = Y[n_unscored:], w[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
-    outliers, clean = np.zeros(Y.shape[0]), health.clean_residuals
-    if likelihood != "categorical" and Y.shape[0]:
-        # Each row against the typical error of the rows before this run that were not
-        # outliers (from one pseudo-residual, as the model's score below).
-        if clean is None:
-            clean = np.stack([np.full(Y.shape[1], 1.0 + health.n_scored), stats[3]])
-        with np.errstate(over="ignore", invalid="ignore"):
-            residuals = (Y - np.asarray(model_means, np.float64)[n_unscored:]) ** 2
-            typical = clean[1] / clean[0]
-            if Y.shape[0] >= ROBUST_SCALE_ROWS:
-                # Robust within a run of rows (median of chi^2_1: 0.455): gross errors in the
-                # burn-in inflate the first scale, and then pass unnoticed into the clean sums.
-                typical = np.minimum(typical, np.median(residuals, axis=0) / 0.455)
-            gross = residuals > OUTLIER_Z**2 * typical
-            outliers = np.any(gross, axis=1).astype(np.float64)
-            kept = ~gross
-            clean = clean + np.stack([kept.sum(axis=0), np.where(kept, residuals, 0.0).sum(axis=0)])
     (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
         likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
     )
@@ -615,8 +559,6 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         noise_loss,
         residual_square,
         floored_loss,
-        float(health.outlier_rows + outliers.sum()),
-        clean,
         float(shrink**2 * (health.weight_square or 0.0) + weights @ weights),
     )
 

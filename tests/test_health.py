@@ -773,3 +773,15 @@ def test_a_window_whose_weight_sits_on_few_rows_gives_no_learning_verdict():
         warnings.simplefilter("always", ConvergenceWarning)
         BONGClassifier(class_weight="balanced", random_state=0).fit(X, y)
     assert not [w for w in caught if "learning" in str(w.message)]
+
+
+def test_a_level_shift_in_a_later_call_is_told_as_possible_drift():
+    # A stream that predicted well, then targets shifted by 1,000 (400 standard deviations):
+    # the weights run far from the prior, and the prior-conflict warning said only "tune
+    # sigma0 or scale the inputs", neither of which a later partial_fit can act on.
+    rng = np.random.default_rng(0)
+    X, X_new = rng.standard_normal((400, 4)), rng.standard_normal((1000, 4))
+    coef = np.array([1.0, 2.0, 0.0, -1.0])
+    reg = BONGRegressor(random_state=0).fit(X, X @ coef + 0.1 * rng.standard_normal(400))
+    with pytest.warns(ConvergenceWarning, match=r"prior scale conflicts.*predicted well before this call.*process_noise"):
+        reg.partial_fit(X_new, X_new @ coef + 1000.0)

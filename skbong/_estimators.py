@@ -148,9 +148,10 @@ _SHARED_PARAMS_DOC = """
         compiled code: clones, a ``GridSearchCV`` over ``sigma0`` and pickled copies
         never recompile. A network with convolutions cuts its flat weights with one
         split (:func:`~skbong.core.flatten_module`), which speeds up its Jacobians.
-    hidden_layer_sizes : tuple of int, default=(50,)
-        Widths of the hidden layers of the MLP; ``()`` gives a linear (regressor) or
-        multinomial logistic (classifier) model. Ignored when ``model`` is given.
+    hidden_layer_sizes : array-like of int, or int, default=(50,)
+        Widths of the hidden layers of the MLP (an int: one hidden layer); ``()`` gives a
+        linear (regressor) or multinomial logistic (classifier) model. Ignored when
+        ``model`` is given.
     activation : {"relu", "tanh", "logistic", "identity"}, default="relu"
         Hidden-layer activation. Ignored when ``model`` is given.
     family : {"fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"}, default="dlr"
@@ -306,7 +307,17 @@ _SHARED_ATTRIBUTES_DOC = """
     sigma0_weights_ : ndarray of shape (K,)
         Posterior probabilities of the scales under a uniform prior over the grid:
         ``softmax`` of their prequential log-evidence on all observations so far; 0 for a
-        scale Occam's window dropped or whose belief broke down."""
+        scale Occam's window dropped or whose belief broke down.
+    coefs_ : list of ndarray of shape (n_in, n_out)
+        For a chain of dense layers (the built-in MLP, an ``nnx.Linear``, an
+        ``nnx.Sequential`` of ``nnx.Linear`` layers and activations): the posterior mean of
+        each layer's weight matrix, in order, as ``MLPClassifier.coefs_``. The last layer
+        gives a classifier's logits of every class (two for a binary one, where
+        ``MLPClassifier`` has one output) and a regressor's ``y`` in its own units (the
+        standardisation of ``y`` folded in). Other networks have none (``AttributeError``):
+        their posterior mean is the flat vector ``posterior_.mean``.
+    intercepts_ : list of ndarray of shape (n_out,)
+        The posterior mean of each dense layer's biases, likewise."""
 
 
 def _is_module(obj) -> bool:
@@ -596,7 +607,7 @@ class _BaseBONG(BaseEstimator):
 
     _parameter_constraints: dict = {
         "model": [None, callable],
-        "hidden_layer_sizes": [tuple, list],
+        "hidden_layer_sizes": ["array-like", Integral],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "family": [StrOptions(set(FAMILIES + EXTRA_FAMILIES))],
         "rank": [Interval(Integral, 1, None, closed="left")],
@@ -754,8 +765,12 @@ class _BaseBONG(BaseEstimator):
 
     def _hidden_layer_sizes(self) -> tuple[int, ...]:
         sizes = self.hidden_layer_sizes
-        if not all(isinstance(h, Integral) and not isinstance(h, (bool, np.bool_)) and h >= 1 for h in sizes):
-            raise ValueError(f"hidden_layer_sizes must hold positive integers, got {sizes!r}.")
+        if np.ndim(sizes) == 0:  # one hidden layer, as MLPClassifier(hidden_layer_sizes=10) takes it
+            sizes = (sizes,)
+        if np.ndim(sizes) != 1 or not all(
+            isinstance(h, Integral) and not isinstance(h, (bool, np.bool_)) and h >= 1 for h in sizes
+        ):
+            raise ValueError(f"hidden_layer_sizes must hold positive integers, got {self.hidden_layer_sizes!r}.")
         return tuple(int(h) for h in sizes)
 
     def _build_model(self, n_features: int, n_outputs: int, seed: int):
@@ -1976,6 +1991,39 @@ class _BaseBONG(BaseEstimator):
             draws = sample_posterior(config, self._posterior(), n_samples, jax.random.PRNGKey(seed))
         return draws.astype(np.float64)
 
+    @property
+    def coefs_(self) -> list[np.ndarray]:
+        """The posterior mean of each dense layer's weights (see the Attributes section)."""
+        return self._mean_layers()[0]
+
+    @property
+    def intercepts_(self) -> list[np.ndarray]:
+        """The posterior mean of each dense layer's biases (see the Attributes section)."""
+        return self._mean_layers()[1]
+
+    def _mean_layers(self) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """``(coefs_, intercepts_)``: the layers of the posterior mean, in the user's units."""
+        check_is_fitted(self, "posterior_")
+        self._check_structure()
+        dense = self._spec.dense
+        if dense is None:
+            raise AttributeError(
+                "coefs_ and intercepts_ exist for a chain of dense layers (the built-in MLP, an nnx.Linear, "
+                "or an nnx.Sequential of nnx.Linear layers and activations); this model is another network. "
+                "Its posterior mean is the flat vector posterior_.mean, in the order of the module's "
+                "nnx.Param state (skbong.core.flatten_module)."
+            )
+        mean = np.asarray(self.posterior_[0], dtype=np.float64)
+        coefs = [mean[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
+                 for layer in dense.layers]
+        intercepts = [mean[layer.bias : layer.bias + layer.n_out] for layer in dense.layers]
+        coefs[-1], intercepts[-1] = self._to_output_units(coefs[-1], intercepts[-1])
+        return coefs, intercepts
+
+    def _to_output_units(self, kernel, bias):
+        """The last layer's weights mapped to the units of the outputs the user sees."""
+        return kernel, bias
+
     def _outputs_with_params(self, X, params):
         """``E[y | x, theta_s]`` of shape ``(n_draws, n_samples, n_outputs)``."""
         X = self._prediction_inputs(X)
@@ -2785,6 +2833,10 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         mean = self._refuse_non_finite(out.mean * self._y_scale + self._y_mean)
         std = self._refuse_non_finite(np.sqrt(out.var) * self._y_scale)
         return self._shape_output(mean), self._shape_output(std)
+
+    def _to_output_units(self, kernel, bias):
+        # The filter learns the standardised y: f(x) (y_scale) + y_mean, folded into the last layer.
+        return kernel * self._y_scale, bias * self._y_scale + self._y_mean
 
     def predict_with_params(self, X, params):
         """Predictions of the network at given weights, e.g. posterior draws.

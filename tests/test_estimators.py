@@ -741,6 +741,62 @@ def test_hidden_layer_sizes_accepts_numpy_integers():
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
+def test_hidden_layer_sizes_takes_an_int_or_an_array_as_mlp_classifier_does():
+    X, y = _four_features()
+    reference = BONGClassifier(hidden_layer_sizes=(3,), random_state=0).fit(X, y).predict_proba(X)
+    for sizes in (3, np.int64(3), np.array([3])):
+        fitted = BONGClassifier(hidden_layer_sizes=sizes, random_state=0).fit(X, y)
+        np.testing.assert_array_equal(fitted.predict_proba(X), reference)
+    for sizes in (0, True, np.array([[3]])):
+        with pytest.raises((ValueError, InvalidParameterError), match="hidden_layer_sizes"):
+            BONGClassifier(hidden_layer_sizes=sizes).fit(X, y)
+
+
+def _forward(coefs, intercepts, X, activation):
+    h = X
+    for kernel, bias in zip(coefs[:-1], intercepts[:-1]):
+        h = activation(h @ kernel + bias)
+    return h @ coefs[-1] + intercepts[-1]
+
+
+@pytest.mark.parametrize("family", ["dlr", "diag", "fc"])
+def test_coefs_and_intercepts_are_the_posterior_mean_by_layer(family):
+    # A forward pass of the layers in numpy gives the predictions at the posterior mean:
+    # logits (as probabilities) for the classifier, y in its own units for the regressor,
+    # whose standardisation of y the last layer takes in.
+    X, y = _four_features()
+    clf = BONGClassifier(hidden_layer_sizes=(4, 3), activation="tanh", family=family, random_state=0).fit(X, y)
+    assert [c.shape for c in clf.coefs_] == [(6, 4), (4, 3), (3, 2)]
+    assert [b.shape for b in clf.intercepts_] == [(4,), (3,), (2,)]
+    logits = _forward(clf.coefs_, clf.intercepts_, X, np.tanh)
+    proba = np.exp(logits - logits.max(1, keepdims=True))
+    np.testing.assert_allclose(proba / proba.sum(1, keepdims=True), clf.predict_with_params(X, clf.posterior_.mean)[0],
+                               rtol=1e-4, atol=1e-6)
+    target = 1000.0 + 300.0 * np.c_[X[:, 0] - X[:, 1], X[:, 2]]
+    reg = BONGRegressor(hidden_layer_sizes=(5,), family=family, random_state=0).fit(X, target)
+    outputs = _forward(reg.coefs_, reg.intercepts_, X, lambda z: np.maximum(z, 0))
+    np.testing.assert_allclose(outputs, reg.predict_with_params(X, reg.posterior_.mean)[0], rtol=1e-5, atol=1e-3)
+
+
+def test_coefs_are_absent_before_fit_and_for_a_network_not_of_dense_layers():
+    from flax import nnx
+
+    class Scaled(nnx.Module):
+        def __init__(self, n_in, n_out, rngs):
+            self.linear = nnx.Linear(n_in, n_out, rngs=rngs)
+            self.scale = nnx.Param(jax.numpy.ones(()))
+
+        def __call__(self, x):
+            return self.scale * self.linear(x)
+
+    X, y = _four_features()
+    assert not hasattr(BONGClassifier(), "coefs_")
+    fitted = BONGClassifier(model=Scaled, random_state=0).fit(X, y)
+    assert not hasattr(fitted, "intercepts_")
+    with pytest.raises(AttributeError, match="posterior_.mean"):
+        fitted.coefs_
+
+
 def test_rank_at_or_above_the_number_of_weights_is_capped():
     # A linear classifier of 6 features and 2 classes has P = 14 weights. Uncapped,
     # rank 1000 on 39 weights took 246 s for 60 rows.

@@ -64,6 +64,7 @@ from .core import (
     PREDICTIVES,
     STEP_BUCKETS,
     PluginPredictive,
+    forecast_belief,
     init_belief,
     make_config,
     init_sweep,
@@ -1887,9 +1888,42 @@ class _BaseBONG(BaseEstimator):
             config = self._config(self._spec)
             predictive = self._predictive(config)
             out = predict_distribution(
-                config, predictive, self._posterior(), X, self._obs_noise(), self._predict_key(self._seed, predictive)
+                config, predictive, self._forecast(config), X, self._obs_noise(), self._predict_key(self._seed, predictive)
             )
         return type(out)(*(a.astype(np.float64) for a in out))
+
+    def _static_weights(self) -> bool:
+        """Whether the predict step is the identity (no inflation, decay 1, no process noise)."""
+        decay, noise = self.dynamics_decay, self.process_noise
+        return self.inflation is None and not callable(decay) and not callable(noise) and decay == 1 and noise == 0
+
+    def _forecast_mean(self) -> np.ndarray:
+        """The mean of :meth:`_forecast`: ``posterior_``'s moved by the next predict step."""
+        if self._static_weights():
+            return self.posterior_[0]
+        with _x64_scope(self.dtype):
+            return np.asarray(self._forecast(self._config(self._spec)).mean)
+
+    def _forecast(self, config):
+        """The belief about the weights of the next row: ``posterior_`` moved by the predict
+        step of row ``t_`` (inflation, ``dynamics_decay``, ``process_noise``), as the filter
+        moves it before it scores and absorbs that row. Predictions are then the one-step-ahead
+        forecasts of ``prequential_prediction_``; with static weights (the defaults) it is
+        ``posterior_`` itself."""
+        decay, noise = self.dynamics_decay, self.process_noise
+        if self._static_weights():
+            return self._posterior()
+        hyper = Hyperparameters(
+            0.0, 1.0 if callable(decay) else decay, 0.0 if callable(noise) else noise, inflation=self.inflation_alpha
+        )
+        latent = LatentPrior(self._prior_mean, np.asarray(self.sigma0_, self.dtype) ** -2)
+        # The filter's own belief (a calibrated noise scale c divided out), moved, then scaled back.
+        belief = jax.tree_util.tree_map(_on_device, self._running_belief(config))
+        forecast = forecast_belief(config, belief, hyper, self.t_, self.t_ // self.batch_size, latent)
+        scale = self.__dict__.get("noise_scale_")
+        if scale is None:
+            return forecast
+        return config.family.rescale_precision(forecast, np.asarray(1.0 / scale, self.dtype), 0.0)
 
     def _prediction_inputs(self, X) -> np.ndarray:
         check_is_fitted(self, "posterior_")
@@ -2812,7 +2846,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         deviation is that of the network linearised at the mean, ``sqrt(diag(J Sigma
         J^T) + R)`` (LO-FI Eqs. 59-61), computed without forming ``Sigma`` for the
         diagonal and low-rank families, as in ``BayesianRidge.predict``. Both are in the
-        units of ``y``.
+        units of ``y``. Where the weights drift (``dynamics_decay``, ``process_noise``,
+        ``inflation``), the belief is first moved by the predict step of the next row, so
+        that these are one-step-ahead forecasts, those of ``prequential_prediction_``.
 
         Parameters
         ----------
@@ -2828,7 +2864,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         check_is_fitted(self, "posterior_")
         if not return_std:
-            return self.predict_with_params(X, self.posterior_[0])[0]
+            return self.predict_with_params(X, self._forecast_mean())[0]
         out = self._predict_distribution(X)
         mean = self._refuse_non_finite(out.mean * self._y_scale + self._y_mean)
         std = self._refuse_non_finite(np.sqrt(out.var) * self._y_scale)

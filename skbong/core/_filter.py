@@ -44,6 +44,8 @@ __all__ = [
     "init_belief",
     "belief_is_valid",
     "predict_distribution",
+    "forecast_belief",
+    "predict_step",
     "predict_at",
     "sample_posterior",
     "trace_count",
@@ -368,6 +370,58 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
     return updated._replace(mean=mean)
 
 
+def predict_step(config: FilterConfig, state, hyper: Hyperparameters, t, n_steps, latent=None):
+    """The predict step before the observation of index ``t``, the ``n_steps``-th step:
+    covariance inflation (LO-FI Eqs. 79-81, 84-86, 89-91), then the dynamics
+    ``mu <- gamma_t mu``, ``Sigma <- gamma_t^2 Sigma + q_t I`` (LO-FI Eq. 14). ``latent``
+    is the initial prior that Bayesian and hybrid inflation mix back in (else None)."""
+    dynamics = config.dynamics
+    belief = state
+    if dynamics.inflation is not None:
+        latent_mean = latent_precision = None
+        if dynamics.needs_latent_prior:
+            latent_mean, latent_precision = latent_prior_at(n_steps, latent, hyper.dynamics_decay, hyper.process_noise)
+        belief = inflate(config.family, state, dynamics.inflation, hyper.inflation, latent_mean, latent_precision)
+    return config.family.predict(belief, *dynamics.at(t, hyper.dynamics_decay, hyper.process_noise))
+
+
+@_jit(static_argnames="config")
+def _forecast(config: FilterConfig, state, hyper: Hyperparameters, t, n_steps, latent):
+    return predict_step(config, state, hyper, t, n_steps, latent)
+
+
+def forecast_belief(config: FilterConfig, state, hyper: Hyperparameters, t: int, n_steps: int, latent_prior=None):
+    """The belief about the weights of the next observation: ``state`` after the predict
+    step of the observation of index ``t`` (:func:`predict_step`), or ``state`` itself
+    where every predict step is the identity (:func:`_is_static`).
+
+    The filter scores each observation by its predictive under this belief (LO-FI
+    Algorithm 1), so predictions made with it between two updates are the one-step-ahead
+    forecasts that the filter's own records hold.
+
+    Parameters
+    ----------
+    config : FilterConfig
+    state : family state NamedTuple
+        The belief after the last update.
+    hyper : Hyperparameters
+        Only ``dynamics_decay``, ``process_noise`` and ``inflation`` are read.
+    t : int
+        Index of the next observation in the stream (rows before it).
+    n_steps : int
+        Steps taken before it (``t`` over the rows per step), for the latent prior.
+    latent_prior : LatentPrior, optional
+        ``(mu_0, eta_0)``; needed by Bayesian and hybrid inflation.
+    """
+    if _is_static(config, hyper):
+        return state
+    dtype = state.mean.dtype
+    latent = _latent_prior(config, latent_prior, dtype)
+    decay, noise, inflation = (_as_hyper(v, dtype) for v in (hyper.dynamics_decay, hyper.process_noise, hyper.inflation))
+    hyper = Hyperparameters(np.zeros((), dtype), decay, noise, inflation=inflation)
+    return _forecast(config, state, hyper, jnp.int32(t), jnp.int32(n_steps), latent)
+
+
 def _scan_stream(
     config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent,
     n_steps, static_belief, check_valid, innovation_start=None,
@@ -418,17 +472,7 @@ def _scan_stream(
             step_hyper = hyper._replace(obs_noise=noise)
 
         def predicted(state):
-            if static_belief:
-                return state
-            belief = state
-            if dynamics.inflation is not None:
-                latent_mean = latent_precision = None
-                if dynamics.needs_latent_prior:
-                    latent_mean, latent_precision = latent_prior_at(
-                        n_steps, latent, hyper.dynamics_decay, hyper.process_noise
-                    )
-                belief = inflate(family, state, dynamics.inflation, hyper.inflation, latent_mean, latent_precision)
-            return family.predict(belief, *dynamics.at(t, hyper.dynamics_decay, hyper.process_noise))
+            return state if static_belief else predict_step(config, state, hyper, t, n_steps, latent)
 
         def scored(prior, x, y):
             if record is None:

@@ -1998,6 +1998,10 @@ class _BaseBONG(BaseEstimator):
     def sample_params(self, n_samples=1, random_state=None):
         """Draw flat parameter vectors from the posterior ``q(theta)``.
 
+        Where the weights drift (``dynamics_decay``, ``process_noise``, ``inflation``), the
+        draws are of the next row's weights: from the posterior moved by that row's predict
+        step, as the predictions are.
+
         Parameters
         ----------
         n_samples : int, default=1
@@ -2022,7 +2026,7 @@ class _BaseBONG(BaseEstimator):
             seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
-            draws = sample_posterior(config, self._posterior(), n_samples, jax.random.PRNGKey(seed))
+            draws = sample_posterior(config, self._forecast(config), n_samples, jax.random.PRNGKey(seed))
         return draws.astype(np.float64)
 
     @property
@@ -2379,6 +2383,10 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
 
     def predict_proba(self, X):
         """Class probabilities under the posterior predictive (see ``predictive``).
+
+        Where the weights drift (``dynamics_decay``, ``process_noise``, ``inflation``), the
+        posterior is first moved by the predict step of the next row: these are the
+        one-step-ahead forecasts of ``prequential_prediction_``.
 
         Parameters
         ----------

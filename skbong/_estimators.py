@@ -1293,14 +1293,17 @@ class _BaseBONG(BaseEstimator):
         )
         # A stream that was healthy until this call, with static weights: the rows may have
         # changed (drift), which a posterior confident in the rows before cannot follow.
-        drift_advice = (
+        drift_cause = (
             " This stream predicted well before this call: if its data have changed (drift), a posterior "
             "over static weights stays confident in the rows before and cannot follow them. Set "
-            "process_noise (e.g. 1e-3) so that it forgets, then call partial_fit again, or call fit to start "
-            "over on the new rows."
+            "process_noise (e.g. 1e-3) so that it forgets"
             if not reset and not dynamics_advice and "_health" in self.__dict__ and not self._health.far_worse
             else ""
         )
+        # The error refused the call's rows; a warning's call has absorbed them.
+        start_over = " call fit to start over on the new rows."
+        drift_advice = drift_cause and drift_cause + ", then call partial_fit again, or" + start_over
+        drift_warning = drift_cause and drift_cause + " from the next call on, or" + start_over
         # sigma0 sets the prior, which only a fit (or a first partial_fit) takes.
         sigma0_remedy = "Lower sigma0" if reset else "Refit with a smaller sigma0"
         sigma0_scales = scales if reset else f"only fit sets the prior; {scales}"
@@ -1457,7 +1460,7 @@ class _BaseBONG(BaseEstimator):
                 f"put it. The fit is likely degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the "
                 "inputs."
                 + weight_advice
-                + drift_advice
+                + drift_warning
                 + (
                     # Both conditions hold: one warning, which says the worse of the two too.
                     f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
@@ -1501,8 +1504,10 @@ class _BaseBONG(BaseEstimator):
                     if self._likelihood == "categorical"
                     else ""
                 )
-                + ". If y depends on X, try another sigma0"
-                + f" ({scales}: too small a prior learns nothing, too wide a one diverges)"
+                + "."
+                + drift_warning
+                + " If y depends on X, try another sigma0"
+                + f" ({sigma0_scales}: too small a prior learns nothing, too wide a one diverges)"
                 + (", another learning_rate" if self.algorithm != "bong" else "")
                 + " or scale the inputs; if it does not, there is nothing to learn."
                 + self._empirical_fisher_advice()
@@ -1528,7 +1533,7 @@ class _BaseBONG(BaseEstimator):
                 "arriving in blocks, do this. Shuffle the rows (fit does unless shuffle=False; partial_fit takes "
                 "them in the order given)."
                 + (
-                    drift_advice
+                    drift_warning
                     or " If the data do change over time and the latest rows are what matters, set process_noise, "
                     "under which this check is not made."
                 ),

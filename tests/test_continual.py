@@ -357,3 +357,23 @@ def test_predictions_before_each_update_are_the_filters_own_one_step_ahead_recor
         est.partial_fit(X[row], y[row])
     np.testing.assert_allclose(np.concatenate(forecasts), est.prequential_prediction_[400:], rtol=1e-7, atol=1e-10)
     np.testing.assert_allclose(log_probs, est.prequential_log_prob_[400:], rtol=1e-7, atol=1e-10)
+
+
+def test_a_stream_that_stops_learning_after_a_change_is_told_of_drift_not_only_of_sigma0():
+    # A linear stream whose target flips sign at row 1000 (a probe's weight flip): the first
+    # call after it is "not learning", and the advice must name drift and process_noise,
+    # since that call's sigma0 cannot change (only fit sets the prior).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 5))
+    y = X @ rng.normal(size=5) + 0.1 * rng.normal(size=2000)
+    y[1000:] = -y[1000:]
+    reg = BONGRegressor(hidden_layer_sizes=(), rank=6, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for start in range(0, 1000, 100):
+            reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    with pytest.warns(ConvergenceWarning, match="is not learning") as record:
+        reg.partial_fit(X[1000:1100], y[1000:1100])
+    message = str(record[0].message)
+    assert "if its data have changed (drift)" in message and "Set process_noise" in message
+    assert "only fit sets the prior" in message and "then call partial_fit again" not in message

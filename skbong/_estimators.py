@@ -30,6 +30,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._health import (
+    FAR_TARGET,
     HORIZON,
     INPUT_MEAN_SQUARE,
     LIGHT_WEIGHTS,
@@ -2794,7 +2795,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                 " The scale of y came from a first call of one row or of a constant y and was taken as 1: if y "
                 "is not of order 1, start over with fit on rows whose y varies, or standardise y yourself."
                 if scale_guessed
-                else ""
+                else self._far_target_advice(Y, loc, scale, sample_weight) if not reset else ""
             ),
         )
         if self._adaptive_obs_noise:
@@ -2807,6 +2808,23 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self._y_scale_guessed = scale_guessed
         if reset:
             self._fitted_obs_noise = self._noise_setting
+
+    @staticmethod
+    def _far_target_advice(Y, loc, scale, sample_weight) -> str:
+        """What the health messages of a later call add where its targets lie beyond
+        ``FAR_TARGET`` standard deviations of ``y`` (as fitted) from its fitted mean."""
+        distance = np.abs(Y - loc) / scale
+        if sample_weight is not None:
+            distance = distance[np.asarray(sample_weight) > 0]
+        farthest = float(distance.max()) if distance.size else 0.0
+        if not farthest > FAR_TARGET:
+            return ""
+        return (
+            f" This call's y reaches {farthest:.3g} standard deviations of y (as fitted since the first call) from "
+            "its fitted mean: a change of units, corrupt rows or a jump of level. The Gaussian likelihood lets "
+            "such a row move the weights without bound: drop or fix those rows, or call fit to start over on y "
+            "of the new scale."
+        )
 
     @property
     def _noise_setting(self):

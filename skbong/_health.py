@@ -251,6 +251,10 @@ FORGETTING_ROWS = 1000
 #: Mean row weight below which a fit says that its rows weigh as much as few observations
 #: (weights normalised to sum to 1 over 442 diabetes rows: test R^2 0.14 against 0.53, silently).
 LIGHT_WEIGHTS = 0.01
+#: Distance of a later call's target from the fitted mean of y, in standard deviations of y
+#: as fitted, beyond which the regressor's health messages say that y left its scale (a
+#: probe's y = 1e30 in a stream of unit scale was refused with advice on sigma0 alone).
+FAR_TARGET = 1e3
 
 
 class StreamHealth(NamedTuple):

@@ -785,3 +785,23 @@ def test_a_level_shift_in_a_later_call_is_told_as_possible_drift():
     reg = BONGRegressor(random_state=0).fit(X, X @ coef + 0.1 * rng.standard_normal(400))
     with pytest.warns(ConvergenceWarning, match=r"prior scale conflicts.*predicted well before this call.*process_noise"):
         reg.partial_fit(X_new, X_new @ coef + 1000.0)
+
+
+def test_a_later_call_whose_y_left_its_scale_says_so():
+    # A probe's stream of unit-scale y fed one y = 1e30: refused (the state kept), but the
+    # advice named only sigma0, drift and the inputs. The message must name the target.
+    import pickle
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = X @ rng.normal(size=4) + 0.1 * rng.normal(size=600)
+    reg = BONGRegressor(hidden_layer_sizes=(8,), random_state=0).fit(X[:500], y[:500])
+    before = pickle.dumps(reg)
+    corrupt = y[500:].copy()
+    corrupt[10] = 1e30
+    with pytest.raises(FloatingPointError, match=r"This call's y reaches 4.9\de\+29 standard deviations of y"):
+        reg.partial_fit(X[500:], corrupt)
+    assert pickle.dumps(reg) == before
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg.partial_fit(X[500:], y[500:])  # rows of the fitted scale: no message at all

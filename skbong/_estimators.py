@@ -1151,7 +1151,15 @@ class _BaseBONG(BaseEstimator):
             # that recording never changes the fit; the plug-in also weighs better (UCI,
             # diabetes, friedman1, calibrated noise: the linearised evidence chose scales
             # 0.03-0.14 nats worse in test NLPD on four of seven sets, within 0.02 on the rest).
-            scored_by_own = grid is None and (self.prequential or self._fixed_noise or self._widening_covariance)
+            # A classifier that predicts with the posterior (predictive other than "plugin") weighs
+            # its prior scales by that predictive's evidence, which sees the posterior's width:
+            # the plug-in evidence chose the widest scale, 1, on iris, breast_cancer and most of
+            # wine, under which predictive="mc" had test log-loss 0.49-0.78 against 0.19-0.36 at
+            # the scales of its own evidence (benchmarks/results/auto_sigma0_predictive.md).
+            weighed_by_own = grid is not None and self._likelihood == "categorical" and self.predictive != "plugin"
+            scored_by_own = weighed_by_own or (
+                grid is None and (self.prequential or self._fixed_noise or self._widening_covariance)
+            )
             record = self._predictive(config) if scored_by_own else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
@@ -2142,7 +2150,10 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         underconfident there, so averaging over the posterior only flattens it
         further) and predicts about 100x faster than "probit"; the posterior averages
         win when the plug-in is overconfident, e.g. with a weak prior and few
-        observations (``benchmarks/results/predictive.md``).
+        observations (``benchmarks/results/predictive.md``). With ``sigma0="auto"``, a
+        predictive other than "plugin" also weighs the prior scales, by its own
+        one-step-ahead evidence (which sees the posterior's width); set it before
+        ``fit``.
     n_predictive_samples : int, default=100
         Draws ``S`` of "mc" and "linearized_mc". The draws are fixed per fitted model,
         so predictions are deterministic.

@@ -37,10 +37,15 @@ def _row_by_row_average(member_log_probs, evidence=None):
     return np.array(out), np.array(evidence)
 
 
-def test_the_average_over_scales_is_built_from_the_single_scale_filters(digits):
+@pytest.mark.parametrize("predictive", ["plugin", "probit"])
+def test_the_average_over_scales_is_built_from_the_single_scale_filters(digits, predictive):
+    # A classifier that predicts with its posterior ("probit") weighs its scales by that
+    # predictive's evidence, the sum of the single filters' records under it.
     X, y = digits
     grid = [0.03, 0.3, 1.0]
-    common = dict(hidden_layer_sizes=(8,), prequential=True, shuffle=False, random_state=0, dtype="float64")
+    common = dict(
+        hidden_layer_sizes=(8,), prequential=True, shuffle=False, random_state=0, dtype="float64", predictive=predictive
+    )
     singles = [BONGClassifier(sigma0=s, **common).fit(X, y) for s in grid]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the narrowest scale alone learns little

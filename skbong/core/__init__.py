@@ -75,6 +75,7 @@ from ._filter import (
     init_sweep,
     predict_at,
     predict_distribution,
+    predict_step,
     prior_output_spread,
     run_filter,
     run_sweep,
@@ -169,6 +170,7 @@ __all__ = [
     "predict_at",
     "predict_distribution",
     "forecast_belief",
+    "predict_step",
     "prior_output_spread",
     "sample_posterior",
     "CategoricalPredictive",
@@ -236,7 +238,8 @@ def filter_posterior(
     It runs on the host, feeding compiled chunks of rows to the device, so it cannot itself
     be traced by ``jax.jit`` or differentiated by ``jax.grad`` (``jax.vmap`` over a
     hyperparameter such as ``sigma0`` works); inside a program of your own, call
-    :func:`update_step` in a ``jax.lax.scan``.
+    :func:`predict_step` (where the weights drift) and :func:`update_step` in a
+    ``jax.lax.scan``.
 
     Parameters
     ----------

@@ -727,6 +727,37 @@ def _kalman_filter(X, y, weight, mean0, sigma0, noise, decay, q, batch_size):
     return mean, cov, np.array(log_probs)
 
 
+@pytest.mark.parametrize("family", ["fc", "dlr"])
+def test_predict_and_update_steps_in_a_scan_of_ones_own_are_the_kalman_filter(family, x64):
+    # The pieces a user scans in a program of their own: predict_step then update_step per
+    # row. For a linear-Gaussian model with drift both families (dlr at full rank) are the
+    # Kalman filter; forecast_belief after the last row is its next predict step.
+    from skbong.core import LatentPrior, forecast_belief, predict_step
+
+    X, y = _linear_data(n=30, p=4)
+    mean0, sigma0, noise, decay, q = np.linspace(-0.3, 0.3, 4), 1.2, 0.25, 0.97, 0.02
+    config = make_config(_linear, "gaussian", family, rank=4)
+    hyper = Hyperparameters(*(jnp.asarray(v) for v in (noise, decay, q, 1.0)))
+
+    @jax.jit
+    def scan(state):
+        def body(state, row):
+            t, x, target = row
+            prior = predict_step(config, state, hyper, t, t, None)
+            key = jax.random.PRNGKey(0)
+            return update_step(config, prior, x[None], target[None, None], jnp.ones(1), hyper, key), None
+
+        return jax.lax.scan(body, state, (jnp.arange(30), jnp.asarray(X), jnp.asarray(y)))[0]
+
+    state = scan(config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0)))
+    mean, cov, _ = _kalman_filter(X, y, np.ones(30), mean0, sigma0, noise, decay, q, batch_size=1)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(config.family.covariance(state), cov, rtol=1e-8, atol=1e-10)
+    forecast = forecast_belief(config, state, hyper, 30, 30, LatentPrior(mean0, sigma0**-2))
+    np.testing.assert_allclose(forecast.mean, decay * mean, rtol=1e-10)
+    np.testing.assert_allclose(config.family.covariance(forecast), decay**2 * cov + q * np.eye(4), rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize("batch_size", [1, 2])
 @pytest.mark.parametrize("decay, q", [(1.0, 0.0), (0.97, 0.02)])
 def test_fc_deferred_downdates_are_the_kalman_filter(batch_size, decay, q, x64):

@@ -755,7 +755,8 @@ def test_predict_and_update_steps_in_a_scan_of_ones_own_are_the_kalman_filter(fa
     np.testing.assert_allclose(config.family.covariance(state), cov, rtol=1e-8, atol=1e-10)
     forecast = forecast_belief(config, state, hyper, 30, 30, LatentPrior(mean0, sigma0**-2))
     np.testing.assert_allclose(forecast.mean, decay * mean, rtol=1e-10)
-    np.testing.assert_allclose(config.family.covariance(forecast), decay**2 * cov + q * np.eye(4), rtol=1e-8, atol=1e-10)
+    expected = decay**2 * cov + q * np.eye(4)
+    np.testing.assert_allclose(config.family.covariance(forecast), expected, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("batch_size", [1, 2])

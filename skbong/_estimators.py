@@ -32,6 +32,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._health import (
     FAR_TARGET,
     HORIZON,
+    INCONSISTENT_AFTER,
+    INCONSISTENT_EXCESS,
+    INCONSISTENT_RATIO,
+    INCONSISTENT_ROWS,
     INPUT_MEAN_SQUARE,
     LIGHT_WEIGHTS,
     MIN_STEPS,
@@ -320,6 +324,31 @@ _SHARED_ATTRIBUTES_DOC = """
         their posterior mean is the flat vector ``posterior_.mean``.
     intercepts_ : list of ndarray of shape (n_out,)
         The posterior mean of each dense layer's biases, likewise."""
+
+
+def _inconsistent_innovations(call_sum: float, call_terms: float, previous_scale: float, previous_weight: float):
+    """The filter-consistency test of a later call of a calibrated regressor (NIS test of
+    Kalman filtering): ``(ratio, excess)`` where its one-step-ahead errors lie far outside
+    the variance predicted for them, else None.
+
+    ``call_sum`` is the call's sum of normalised squared innovations at the filter's ``R_0``
+    and ``call_terms`` their number (outputs times the rows' weight); a model that fits the
+    rows before predicts them with ``c R_0``, ``c = previous_scale`` fitted on rows of total
+    weight ``previous_weight``, so that each term averages ``c``. ``ratio`` is the call's
+    mean over ``c``, ``excess`` the call's sum beyond its expectation, in terms of ``c``
+    (about the squared distance of one row, in predictive standard deviations, where one
+    row is far out); an excess counts where it also exceeds the call's expected sum."""
+    if call_terms <= 0 or previous_weight < INCONSISTENT_AFTER:
+        return None
+    ratio = call_sum / call_terms / previous_scale
+    excess = (call_sum - call_terms * previous_scale) / previous_scale
+    # The excess alone grows with the call's length where the scale is only somewhat off (a
+    # probe's 9,000-row call at 1.29 times the scale before: 2,600 rows' worth): it must also
+    # exceed the call's whole expected sum.
+    far_out = excess > max(INCONSISTENT_EXCESS, call_terms)
+    if (call_terms >= INCONSISTENT_ROWS and ratio > INCONSISTENT_RATIO) or far_out:
+        return ratio, excess
+    return None
 
 
 def _is_module(obj) -> bool:
@@ -1404,8 +1433,18 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
+        inconsistent = None
         if calibrated:
+            previous_scale = None if reset else self.__dict__.get("noise_scale_")
+            previous_weight = 0.0 if reset else self._innovation_weight
             self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
+            if previous_scale is not None:
+                inconsistent = _inconsistent_innovations(
+                    float(innovations[chosen].sum()), innovations.shape[1] * (passes_weight - previous_weight),
+                    previous_scale, previous_weight,
+                )
+                if inconsistent is not None:
+                    inconsistent = (*inconsistent, np.sqrt(self.noise_scale_ / previous_scale))
         else:
             for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
                 self.__dict__.pop(name, None)
@@ -1420,8 +1459,12 @@ class _BaseBONG(BaseEstimator):
         # The noise check needs records scored by the predictive itself (a fitted noise
         # matches its errors on average: 0.07 nats at most on diabetes, friedman1 and
         # linear data, against 0.5-3 for simple inflation on "slr").
-        if scored_by_own and health.noise_excess > NOISE_MISMATCH:
-            # First: a noise far from the errors also drives the weights from the prior (rows
+        if inconsistent is not None:
+            # First: the most specific cause, and the rest follows from it (a call of rows
+            # the model did not expect learns nothing from them, or drags the weights out).
+            condition = "inconsistent"
+        elif scored_by_own and health.noise_excess > NOISE_MISMATCH:
+            # A noise far from the errors also drives the weights from the prior (rows
             # trusted too much) or keeps the model from learning (too little).
             condition = "noise_mismatch"
         elif (
@@ -1460,6 +1503,28 @@ class _BaseBONG(BaseEstimator):
         )
         if repeated:
             pass
+        elif condition == "inconsistent":
+            ratio, excess, growth = inconsistent
+            how = (
+                f"their mean normalised squared error is {ratio:.3g} times that of the rows before, "
+                f"{max(excess, 0.0):.3g} rows' worth more than expected in all (one row about "
+                f"{np.sqrt(max(excess, 0.0)):.3g} predictive standard deviations out would give as much)"
+            )
+            warnings.warn(
+                f"{type(self).__name__}: the one-step-ahead errors of this call lie far outside the variance it "
+                f"predicted for them: {how} (the filter-consistency test of Kalman filtering). Its data have "
+                + (
+                    "changed (drift: set process_noise so that the model forgets, or call fit to start over)"
+                    if static and self.inflation is None
+                    else "changed more than the dynamics allow (a larger process_noise, or call fit to start over)"
+                )
+                + ", y has changed scale or units, or the call holds gross errors in y (outliers, which a "
+                "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
+                f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
+                + target_advice,
+                ConvergenceWarning,
+                stacklevel=3,
+            )
         elif condition == "prior_conflict":
             warnings.warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "

@@ -255,6 +255,15 @@ LIGHT_WEIGHTS = 0.01
 #: as fitted, beyond which the regressor's health messages say that y left its scale (a
 #: probe's y = 1e30 in a stream of unit scale was refused with advice on sigma0 alone).
 FAR_TARGET = 1e3
+#: The filter-consistency test of a calibrated regressor's later calls: the call's mean
+#: normalised squared innovation over the noise scale fitted before it (``INCONSISTENT_RATIO``,
+#: on at least ``INCONSISTENT_ROWS`` terms), or its sum beyond its expectation
+#: (``INCONSISTENT_EXCESS``, about one row 32 predictive standard deviations out), once the
+#: scale rests on ``INCONSISTENT_AFTER`` rows.
+INCONSISTENT_RATIO = 10.0
+INCONSISTENT_ROWS = 50
+INCONSISTENT_EXCESS = 1e3
+INCONSISTENT_AFTER = 50
 
 
 class StreamHealth(NamedTuple):

@@ -251,9 +251,11 @@ def test_one_outlier_is_not_a_diverged_regressor(params):
     X = rng.normal(size=(1000, 2))
     y = 2 * X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=1000)
     reg = BONGRegressor(random_state=0, **params).fit(X, y)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
+    # Such a row in a later call is told as a gross error (the filter-consistency test),
+    # not refused.
+    with pytest.warns(ConvergenceWarning, match="filter-consistency test") as record:
         reg.partial_fit(X[:1], y[:1] + 3 * y.std())
+    assert len(record) == 1 and "gross errors in y" in str(record[0].message)
     assert reg.t_ == 1001 and reg.score(X, y) > 0.99
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
@@ -778,12 +780,13 @@ def test_a_window_whose_weight_sits_on_few_rows_gives_no_learning_verdict():
 def test_a_level_shift_in_a_later_call_is_told_as_possible_drift():
     # A stream that predicted well, then targets shifted by 1,000 (400 standard deviations):
     # the weights run far from the prior, and the prior-conflict warning said only "tune
-    # sigma0 or scale the inputs", neither of which a later partial_fit can act on.
+    # sigma0 or scale the inputs", neither of which a later partial_fit can act on. The
+    # filter-consistency test now comes first and names drift and process_noise.
     rng = np.random.default_rng(0)
     X, X_new = rng.standard_normal((400, 4)), rng.standard_normal((1000, 4))
     coef = np.array([1.0, 2.0, 0.0, -1.0])
     reg = BONGRegressor(random_state=0).fit(X, X @ coef + 0.1 * rng.standard_normal(400))
-    with pytest.warns(ConvergenceWarning, match=r"prior scale conflicts.*predicted well before this call.*process_noise"):
+    with pytest.warns(ConvergenceWarning, match=r"filter-consistency test.*drift: set process_noise"):
         reg.partial_fit(X_new, X_new @ coef + 1000.0)
 
 
@@ -805,3 +808,48 @@ def test_a_later_call_whose_y_left_its_scale_says_so():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         reg.partial_fit(X[500:], y[500:])  # rows of the fitted scale: no message at all
+
+
+@pytest.mark.parametrize("change", ["scale", "outlier"])
+def test_a_later_call_of_rows_far_outside_the_predicted_variance_is_told(change):
+    # The filter-consistency (NIS) test of a calibrated regressor: a healthy linear stream
+    # whose y is then multiplied by 10 (a probe's silent scale jump: errors 14 against a
+    # predicted standard deviation of 0.12), or a later call that holds one target 60 noise
+    # standard deviations off. Healthy calls before say nothing.
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1200, 4))
+    y = X @ np.array([1.0, -1.0, 0.5, 0.3]) + 0.1 * rng.normal(size=1200)
+    reg = BONGRegressor(hidden_layer_sizes=(), rank=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for start in range(0, 1000, 100):
+            reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    later = y[1000:1100].copy()
+    if change == "scale":
+        later *= 10
+    else:
+        later[37] += 6.0
+    std_before = reg.predict(X[1100:], return_std=True)[1].mean()
+    with pytest.warns(ConvergenceWarning, match="filter-consistency test") as record:
+        reg.partial_fit(X[1000:1100], later)
+    message = str(record[0].message)
+    ratio = float(re.search(r"mean normalised squared error is ([\d.e+]+) times", message).group(1))
+    distance = float(re.search(r"one row about ([\d.e+]+) predictive standard deviations out", message).group(1))
+    assert ratio > 10 and distance > 30 and "set process_noise" in message and "gross errors in y" in message
+    growth = float(re.search(r"grew ([\d.]+)-fold", message).group(1))
+    np.testing.assert_allclose(reg.predict(X[1100:], return_std=True)[1].mean() / std_before, growth, rtol=0.05)
+
+
+def test_a_long_call_somewhat_noisier_than_the_rows_before_is_not_told_of_gross_errors():
+    # The excess of the NIS test grows with a call's length: a probe's 9,000-row call at 1.29
+    # times the noise scale fitted on 1,000 rows before was told of drift and gross errors.
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(10_000, 4))
+    noise = np.where(np.arange(10_000) < 1000, 0.1, 0.13)
+    y = X @ np.array([1.0, -1.0, 0.5, 0.3]) + noise * rng.normal(size=10_000)
+    reg = BONGRegressor(hidden_layer_sizes=(), rank=5, random_state=0).partial_fit(X[:1000], y[:1000])
+    scale_before = reg.noise_scale_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg.partial_fit(X[1000:], y[1000:])
+    assert reg.noise_scale_ > 1.1 * scale_before  # the noisier rows were absorbed and their noise fitted

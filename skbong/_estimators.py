@@ -30,6 +30,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._health import (
+    BARELY_MOVED,
     FAR_TARGET,
     HORIZON,
     INCONSISTENT_AFTER,
@@ -1301,6 +1302,11 @@ class _BaseBONG(BaseEstimator):
                 + (
                     round_off
                     if round_off
+                    else "Plain-gradient steps on moment parameters (BOG, BBB) move the covariance by "
+                    "learning_rate / 2 times the curvature, which turns it negative where that exceeds the "
+                    f"variance: lower learning_rate (now {self.learning_rate!r}), raise sigma0 ({scales}), or use "
+                    "family='fc', 'diag' or 'dlr'."
+                    if self.family in ("fc_mom", "diag_mom") and self.algorithm in ("bog", "bbb")
                     else "Moment-parameter families lose positive definiteness when sigma0^2 "
                     f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
                     "family='fc', 'diag' or 'dlr'."
@@ -1352,6 +1358,15 @@ class _BaseBONG(BaseEstimator):
             )
             scale_advice = "scale the inputs (e.g. StandardScaler)"
             remedies = [sigma0_advice, scale_advice, *other_remedies]
+            if self.algorithm != "bong" and static and conflict < BARELY_MOVED:
+                # The steps hardly moved the weights: the network at its prior mean predicts
+                # this badly already (a fuzzer's BOG at learning_rate 0.001 was told to lower it).
+                remedies = [
+                    f"raise the learning rate (now {self.learning_rate!r}): the weights moved only "
+                    f"{np.sqrt(conflict):.2g} prior standard deviations from the prior mean (root mean square), "
+                    "and the network there predicts this badly already",
+                    "scale the inputs",
+                ]
             if self.model is None and _mean_square(X) > INPUT_MEAN_SQUARE:
                 # Unscaled inputs saturate the built-in MLP from its first layer on. A smaller
                 # sigma0 restrains weights that ran away (raw digits at sigma0 = 10: 6e7 prior

@@ -251,6 +251,13 @@ FORGETTING_ROWS = 1000
 #: Mean row weight below which a fit says that its rows weigh as much as few observations
 #: (weights normalised to sum to 1 over 442 diabetes rows: test R^2 0.14 against 0.53, silently).
 LIGHT_WEIGHTS = 0.01
+#: Mean squared distance of the posterior mean from the prior mean, in prior standard
+#: deviations (``prior_conflict``), below which a diverged BLR, BOG or BBB fit is told that
+#: its steps hardly moved the weights (raise the learning rate) rather than that they overshot
+#: (a fuzzer's BOG at learning_rate 0.001 on a logistic model: 0.0054, a log-loss of 2.07
+#: nats against the constant's 0.71, all of it the prior mean's; steps that overshoot leave
+#: the weights orders of magnitude further out).
+BARELY_MOVED = 0.01
 #: Distance of a later call's target from the fitted mean of y, in standard deviations of y
 #: as fitted, beyond which the regressor's health messages say that y left its scale (a
 #: probe's y = 1e30 in a stream of unit scale was refused with advice on sigma0 alone).

@@ -853,3 +853,33 @@ def test_a_long_call_somewhat_noisier_than_the_rows_before_is_not_told_of_gross_
         warnings.simplefilter("error", ConvergenceWarning)
         reg.partial_fit(X[1000:], y[1000:])
     assert reg.noise_scale_ > 1.1 * scale_before  # the noisier rows were absorbed and their noise fitted
+
+
+def _fuzzed_logistic_rows():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(80, 6, n_informative=3, n_redundant=0, n_clusters_per_class=1, random_state=140115)
+    return X[:60], y[:60]
+
+
+def test_plain_gradient_steps_on_moment_parameters_are_told_to_take_smaller_steps_or_a_wider_prior():
+    # BOG's covariance step adds learning_rate / 2 times the (negative) curvature: a small
+    # prior variance turns negative first. The message said "lower sigma0", which fails more;
+    # a fuzzer found that a wider prior (or a smaller rate) is what works.
+    X, y = _fuzzed_logistic_rows()
+    params = dict(family="fc_mom", algorithm="bog", hidden_layer_sizes=(), learning_rate=0.1, random_state=0)
+    with pytest.raises(FloatingPointError, match=r"lower learning_rate \(now 0.1\), raise sigma0"):
+        BONGClassifier(sigma0=0.3, **params).fit(X, y)
+    BONGClassifier(sigma0=3.0, **params).fit(X, y)
+    BONGClassifier(sigma0=0.3, **{**params, "learning_rate": 0.01}).fit(X, y)
+
+
+def test_a_fit_whose_steps_hardly_moved_the_weights_is_told_to_raise_the_learning_rate():
+    # At learning_rate 0.001 BOG's weights move 0.07 prior standard deviations in 60 rows;
+    # the prior mean's predictions (log-loss 2.07 against the constant's 0.71) are refused
+    # as a divergence, which said to lower sigma0 or the learning rate.
+    X, y = _fuzzed_logistic_rows()
+    params = dict(family="fc_mom", algorithm="bog", hidden_layer_sizes=(), sigma0=0.3, random_state=0)
+    expected = r"diverged.*Raise the learning rate \(now 0.001\): the weights moved only"
+    with pytest.raises(FloatingPointError, match=expected):
+        BONGClassifier(learning_rate=0.001, **params).fit(X, y)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import os
 import pickle
@@ -325,6 +326,10 @@ _SHARED_ATTRIBUTES_DOC = """
         their posterior mean is the flat vector ``posterior_.mean``.
     intercepts_ : list of ndarray of shape (n_out,)
         The posterior mean of each dense layer's biases, likewise."""
+
+
+#: The parameters of the predict step, which predictions take from the last call.
+_DYNAMICS_PARAMETERS = ("dynamics_decay", "process_noise", "inflation", "inflation_alpha")
 
 
 def _inconsistent_innovations(call_sum: float, call_terms: float, previous_scale: float, previous_weight: float):
@@ -1421,6 +1426,9 @@ class _BaseBONG(BaseEstimator):
             )
             self._fitted_model = self.model
         self.posterior_ = state
+        # The dynamics the filter ran with: predictions forecast the next row with them (a
+        # value set afterwards, valid or not, acts from the next call, as for the filter).
+        self._fitted_dynamics = {name: getattr(self, name) for name in _DYNAMICS_PARAMETERS}
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
         self._health = health
@@ -1986,10 +1994,15 @@ class _BaseBONG(BaseEstimator):
             )
         return type(out)(*(a.astype(np.float64) for a in out))
 
+    def _ran_with(self) -> dict:
+        """The dynamics parameters of the last call (the current ones for older pickles)."""
+        return self.__dict__.get("_fitted_dynamics") or {name: getattr(self, name) for name in _DYNAMICS_PARAMETERS}
+
     def _static_weights(self) -> bool:
-        """Whether the predict step is the identity (no inflation, decay 1, no process noise)."""
-        decay, noise = self.dynamics_decay, self.process_noise
-        return self.inflation is None and not callable(decay) and not callable(noise) and decay == 1 and noise == 0
+        """Whether the next predict step is the identity (no inflation, decay 1, no process noise)."""
+        ran = self._ran_with()
+        decay, noise = ran["dynamics_decay"], ran["process_noise"]
+        return ran["inflation"] is None and not callable(decay) and not callable(noise) and decay == 1 and noise == 0
 
     def _forecast_mean(self) -> np.ndarray:
         """The mean of :meth:`_forecast`: ``posterior_``'s moved by the next predict step."""
@@ -2004,11 +2017,21 @@ class _BaseBONG(BaseEstimator):
         moves it before it scores and absorbs that row. Predictions are then the one-step-ahead
         forecasts of ``prequential_prediction_``; with static weights (the defaults) it is
         ``posterior_`` itself."""
-        decay, noise = self.dynamics_decay, self.process_noise
         if self._static_weights():
             return self._posterior()
+        ran = self._ran_with()
+        decay, noise = ran["dynamics_decay"], ran["process_noise"]
+        config = dataclasses.replace(
+            config,
+            dynamics=dataclasses.replace(
+                config.dynamics,
+                decay=decay if callable(decay) else None,
+                process_noise=noise if callable(noise) else None,
+                inflation=ran["inflation"],
+            ),
+        )
         hyper = Hyperparameters(
-            0.0, 1.0 if callable(decay) else decay, 0.0 if callable(noise) else noise, inflation=self.inflation_alpha
+            0.0, 1.0 if callable(decay) else decay, 0.0 if callable(noise) else noise, inflation=ran["inflation_alpha"]
         )
         latent = LatentPrior(self._prior_mean, np.asarray(self.sigma0_, self.dtype) ** -2)
         # The filter's own belief (a calibrated noise scale c divided out), moved, then scaled back.

@@ -378,3 +378,25 @@ def test_a_stream_that_stops_learning_after_a_change_is_told_of_drift_not_only_o
     message = str(record[0].message)
     assert "if its data have changed (drift)" in message and "Set process_noise" in message
     assert "only fit sets the prior" in message and "then call partial_fit again" not in message
+
+
+def test_forecasts_use_the_dynamics_of_the_last_call_not_a_value_set_since():
+    # Predictions forecast the next row with the predict step the filter ran with; a value
+    # set afterwards acts from the next call on, as it does for the filter.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ np.array([1.0, -0.5, 0.3]) + 0.1 * rng.normal(size=200)
+    reg = BONGRegressor(hidden_layer_sizes=(), family="fc", dtype="float64", random_state=0).fit(X[:150], y[:150])
+    static_std = reg.predict(X[150:], return_std=True)[1]
+    reg.set_params(process_noise=0.05)
+    np.testing.assert_array_equal(reg.predict(X[150:], return_std=True)[1], static_std)
+    reg.partial_fit(X[150:151], y[150:151])
+    wider = reg.predict(X[151:], return_std=True)[1]
+    reg.set_params(process_noise=0.0)
+    np.testing.assert_array_equal(reg.predict(X[151:], return_std=True)[1], wider)
+    # In the standardised units of the filter, with the calibrated scale c = noise_scale_: the
+    # covariance c (Sigma + q I) and the noise c R_0 = obs_noise_ / Var(y).
+    rows, scale = np.c_[np.ones(49), X[151:]], reg._y_scale
+    cov = np.asarray(reg.posterior_.cov) + reg.noise_scale_ * 0.05 * np.eye(4)
+    expected = np.einsum("bp,pq,bq->b", rows, cov, rows) + reg.obs_noise_ / scale**2
+    np.testing.assert_allclose((wider / scale) ** 2, expected, rtol=1e-8)

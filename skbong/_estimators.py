@@ -83,6 +83,7 @@ from .core import (
     run_sweep,
     sample_posterior,
 )
+from .core._curvature import layer_weights
 from .core._dynamics import latent_prior_at
 from .core._filter import CPU_RUN_ONCE_OPTIONS, _dense_rows, _is_sparse, _jit, _padded_blocks, _row_source, default_key
 
@@ -1989,9 +1990,8 @@ class _BaseBONG(BaseEstimator):
         with _x64_scope(self.dtype):
             config = self._config(self._spec)
             predictive = self._predictive(config)
-            out = predict_distribution(
-                config, predictive, self._forecast(config), X, self._obs_noise(), self._predict_key(self._seed, predictive)
-            )
+            key = self._predict_key(self._seed, predictive)
+            out = predict_distribution(config, predictive, self._forecast(config), X, self._obs_noise(), key)
         return type(out)(*(a.astype(np.float64) for a in out))
 
     def _ran_with(self) -> dict:
@@ -2169,9 +2169,7 @@ class _BaseBONG(BaseEstimator):
                 "nnx.Param state (skbong.core.flatten_module)."
             )
         mean = np.asarray(self.posterior_[0], dtype=np.float64)
-        coefs = [mean[layer.kernel : layer.kernel + layer.n_in * layer.n_out].reshape(layer.n_in, layer.n_out)
-                 for layer in dense.layers]
-        intercepts = [mean[layer.bias : layer.bias + layer.n_out] for layer in dense.layers]
+        coefs, intercepts = (list(pieces) for pieces in zip(*(layer_weights(mean, layer) for layer in dense.layers)))
         coefs[-1], intercepts[-1] = self._to_output_units(coefs[-1], intercepts[-1])
         return coefs, intercepts
 

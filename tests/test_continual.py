@@ -321,7 +321,8 @@ def test_predictions_between_updates_are_the_kalman_forecast_of_the_next_row():
     np.testing.assert_allclose(reg.predict(x_new), mean, rtol=1e-12)
     # Posterior draws for the next row (Thompson sampling) come from the same forecast.
     draws = reg.sample_params(40_000, random_state=0)
-    np.testing.assert_allclose(draws.mean(axis=0), decay * posterior_mean, atol=4 * np.sqrt(cov.diagonal().max() / 40_000))
+    standard_error = np.sqrt(cov.diagonal().max() / 40_000)
+    np.testing.assert_allclose(draws.mean(axis=0), decay * posterior_mean, atol=4 * standard_error)
     np.testing.assert_allclose(np.cov(draws.T), cov, atol=0.03 * cov.diagonal().max())
     np.testing.assert_allclose(std**2, np.einsum("bp,pq,bq->b", rows, cov, rows) + noise, rtol=1e-9)
 

@@ -417,7 +417,9 @@ def forecast_belief(config: FilterConfig, state, hyper: Hyperparameters, t: int,
         return state
     dtype = state.mean.dtype
     latent = _latent_prior(config, latent_prior, dtype)
-    decay, noise, inflation = (_as_hyper(v, dtype) for v in (hyper.dynamics_decay, hyper.process_noise, hyper.inflation))
+    decay, noise, inflation = (
+        _as_hyper(value, dtype) for value in (hyper.dynamics_decay, hyper.process_noise, hyper.inflation)
+    )
     hyper = Hyperparameters(np.zeros((), dtype), decay, noise, inflation=inflation)
     return _forecast(config, state, hyper, jnp.int32(t), jnp.int32(n_steps), latent)
 

@@ -371,10 +371,30 @@ def _backtracked(config: FilterConfig, prior, updated, x, y, weight, obs_noise, 
 
 
 def predict_step(config: FilterConfig, state, hyper: Hyperparameters, t, n_steps, latent=None):
-    """The predict step before the observation of index ``t``, the ``n_steps``-th step:
-    covariance inflation (LO-FI Eqs. 79-81, 84-86, 89-91), then the dynamics
-    ``mu <- gamma_t mu``, ``Sigma <- gamma_t^2 Sigma + q_t I`` (LO-FI Eq. 14). ``latent``
-    is the initial prior that Bayesian and hybrid inflation mix back in (else None)."""
+    """The predict step before the observation of index ``t``: covariance inflation (LO-FI
+    Eqs. 79-81, 84-86, 89-91), then the dynamics ``mu <- gamma_t mu``,
+    ``Sigma <- gamma_t^2 Sigma + q_t I`` (LO-FI Eq. 14). Traceable (not jitted on its own):
+    the filter's scan calls it before each :func:`update_step`.
+
+    Parameters
+    ----------
+    config : FilterConfig
+    state : family state NamedTuple
+        The belief after the previous update.
+    hyper : Hyperparameters
+        Only ``dynamics_decay``, ``process_noise`` and ``inflation`` are read.
+    t : int or int32 array
+        Index of the observation in the stream (rows before it), the argument of schedules.
+    n_steps : int or int32 array
+        Steps taken before this one, for the latent prior of Bayesian and hybrid inflation.
+    latent : LatentPrior, optional
+        The initial prior that Bayesian and hybrid inflation mix back in (else None).
+
+    Returns
+    -------
+    family state NamedTuple
+        The predicted belief.
+    """
     dynamics = config.dynamics
     belief = state
     if dynamics.inflation is not None:

@@ -421,17 +421,15 @@ def forecast_belief(config: FilterConfig, state, hyper: Hyperparameters, t: int,
 
     Parameters
     ----------
-    config : FilterConfig
-    state : family state NamedTuple
-        The belief after the last update.
-    hyper : Hyperparameters
-        Only ``dynamics_decay``, ``process_noise`` and ``inflation`` are read.
-    t : int
-        Index of the next observation in the stream (rows before it).
-    n_steps : int
-        Steps taken before it (``t`` over the rows per step), for the latent prior.
+    config, state, hyper, t, n_steps
+        As for :func:`predict_step`, ``t`` the index of the next observation and ``state``
+        the belief after the last update (host numbers or arrays).
     latent_prior : LatentPrior, optional
         ``(mu_0, eta_0)``; needed by Bayesian and hybrid inflation.
+
+    Returns
+    -------
+    family state NamedTuple
     """
     if _is_static(config, hyper):
         return state

@@ -1542,7 +1542,7 @@ class _BaseBONG(BaseEstimator):
                     if static and self.inflation is None
                     else "changed more than the dynamics allow (a larger process_noise, or call fit to start over)"
                 )
-                + ", y has changed scale or units, or the call holds gross errors in y (outliers, which a "
+                + ", y has changed scale or units, or the call holds gross errors in y or X (outliers, which a "
                 "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
                 f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
                 + target_advice,

@@ -883,3 +883,16 @@ def test_a_fit_whose_steps_hardly_moved_the_weights_is_told_to_raise_the_learnin
     expected = r"diverged.*Raise the learning rate \(now 0.001\): the weights moved only"
     with pytest.raises(FloatingPointError, match=expected):
         BONGClassifier(learning_rate=0.001, **params).fit(X, y)
+
+
+def test_a_later_call_with_a_row_of_x_far_out_of_scale_is_told():
+    # A probe's row of X at 1e10 in a later call of a unit-scale stream was absorbed
+    # silently; for a linear model its error is far outside the predicted variance.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    y = X @ rng.normal(size=4) + 0.1 * rng.normal(size=600)
+    reg = BONGRegressor(hidden_layer_sizes=(), rank=5, random_state=0).fit(X[:500], y[:500])
+    corrupt = X[500:510].copy()
+    corrupt[3] = 1e10
+    with pytest.warns(ConvergenceWarning, match=r"filter-consistency test.*gross errors in y or X"):
+        reg.partial_fit(corrupt, y[500:510])

@@ -328,8 +328,19 @@ def filter_posterior(
             f"init_mean must be a 1-D floating-point array (the prior mean of the P parameters, in the dtype "
             f"the filter computes in), got shape {mean0.shape} and dtype {mean0.dtype}."
         )
-    if not isinstance(sigma0, jax.core.Tracer) and not np.all(np.asarray(sigma0) > 0):  # vmap may trace it
-        raise ValueError(f"sigma0 must be positive (the prior standard deviation), got {sigma0!r}.")
+    if not isinstance(sigma0, jax.core.Tracer) and not np.all(np.isfinite(sigma0) & (np.asarray(sigma0) > 0)):
+        # (vmap may trace it)
+        raise ValueError(f"sigma0 must be positive and finite (the prior standard deviation), got {sigma0!r}.")
+    for name, value, used in (
+        ("inflation", inflation, dynamics is not None and dynamics.inflation is not None),
+        ("obs_noise_rate", obs_noise_rate, dynamics is not None and dynamics.adaptive_obs_noise),
+    ):
+        if not used and not isinstance(value, jax.core.Tracer) and np.any(np.asarray(value) != 0):
+            raise ValueError(
+                f"{name}={value!r} has no effect: the dynamics do not name "
+                f"{'an inflation' if name == 'inflation' else 'an online noise estimate'} "
+                f"(pass dynamics=Dynamics({'inflation=...' if name == 'inflation' else 'adaptive_obs_noise=True'}))."
+            )
     if not _is_sparse(X) and not np.all(np.isfinite(np.asarray(X))):
         raise ValueError("X holds NaN or infinite values.")
     if state is None:

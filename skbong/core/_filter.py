@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache, partial, wraps
+from numbers import Integral
 from typing import NamedTuple
 
 import jax
@@ -1182,6 +1183,8 @@ def _run_chunks(
     X = _row_source(X)
     Y = np.asarray(Y)
     _check_stream(config, state, X, Y, hyper, batch_size, n_lead)
+    if isinstance(n_seen, bool) or not isinstance(n_seen, Integral) or n_seen < 0:
+        raise ValueError(f"n_seen must be a non-negative integer (the rows absorbed before this call), got {n_seen!r}.")
     rows_per_step = _step_rows(X.shape[0], batch_size, config)
     try:
         return jax.block_until_ready(
@@ -1236,6 +1239,39 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
         # A host value is the caller's; a device one the filter's own estimate, or traced.
         if isinstance(noise, np.ndarray) and not np.all(noise > 0):
             raise ValueError(f"obs_noise must be positive (a variance), got {noise}.")
+    if not np.all(np.isfinite(Y)):
+        raise ValueError("Y holds NaN or infinite values.")
+    if isinstance(config.likelihood, Categorical) and Y.size and (
+        np.any(Y < 0) or not np.allclose(Y.reshape(Y.shape[0], -1).sum(axis=1), 1.0, rtol=0.0, atol=1e-4)
+    ):
+        raise ValueError(
+            "Y must hold one-hot rows (or class probabilities: non-negative, summing to 1) for a categorical "
+            "likelihood; a row of other values is a target no class can match."
+        )
+    _check_hyperparameter_ranges(hyper)
+
+
+#: The range of each host hyperparameter outside which the filter's steps are not the
+#: model's: the predict step (LO-FI Eqs. 19-20) flips or inflates the mean for ``gamma``
+#: outside (0, 1] and makes the covariance indefinite for ``q < 0``; a step of rate
+#: ``alpha <= 0`` moves away from the data or not at all.
+_HYPERPARAMETER_RANGES = {
+    "dynamics_decay": (lambda v: (v > 0) & (v <= 1), "in (0, 1]"),
+    "process_noise": (lambda v: v >= 0, ">= 0"),
+    "learning_rate": (lambda v: v > 0, "> 0"),
+    "inflation": (lambda v: v >= 0, ">= 0"),
+    "obs_noise_rate": (lambda v: (v >= 0) & (v <= 1), "in [0, 1]"),
+}
+
+
+def _check_hyperparameter_ranges(hyper) -> None:
+    """Refuse a host (caller's) hyperparameter outside its range, as a schedule is refused
+    (:meth:`Dynamics.check_schedule_ranges`); device values (traced, or estimates carried
+    from an earlier call) are the filter's own and pass."""
+    for name, (valid, expected) in _HYPERPARAMETER_RANGES.items():
+        value = getattr(hyper, name)
+        if isinstance(value, np.ndarray) and not np.all(np.isfinite(value) & valid(value)):
+            raise ValueError(f"{name} must be finite and {expected}, got {value}.")
 
 
 @lru_cache(maxsize=256)

@@ -43,6 +43,21 @@ def _data():
         ({"n_mc_samples": 0, "hessian": "mc_ef"}, "n_mc_samples must be a positive integer"),
         ({"rank": 0}, "rank must be a positive integer"),
         ({"X": "nan"}, "NaN"),
+        ({"Y": "nan"}, "Y holds NaN"),
+        ({"sigma0": np.inf}, "sigma0 must be positive and finite"),
+        # A constant out of range is refused as the same value from a schedule is: before,
+        # decay 2 learned weights of 10 for a truth of 1, and a negative process noise gave NaN.
+        ({"dynamics_decay": 2.0}, "dynamics_decay must be finite and in \\(0, 1\\]"),
+        ({"dynamics_decay": 0.0}, "dynamics_decay must be finite and in \\(0, 1\\]"),
+        ({"process_noise": -1.0}, "process_noise must be finite and >= 0"),
+        ({"algorithm": "blr", "learning_rate": -1.0}, "learning_rate must be finite and > 0"),
+        ({"n_seen": -5}, "n_seen must be a non-negative integer"),
+        ({"inflation": 0.5}, "inflation=0.5 has no effect"),
+        ({"obs_noise_rate": 0.1}, "obs_noise_rate=0.1 has no effect"),
+        (
+            {"apply_fn": _two_logits, "init_mean": np.zeros(6), "likelihood": "categorical", "Y": "not one-hot"},
+            "one-hot rows \\(or class probabilities",
+        ),
     ],
 )
 def test_filter_posterior_refuses_what_does_not_fit_together(change, match):
@@ -54,6 +69,11 @@ def test_filter_posterior_refuses_what_does_not_fit_together(change, match):
         kwargs["X"], change = X[:10], {}
     elif change.get("X") == "nan":
         kwargs["X"], change = np.where(np.arange(20)[:, None] == 3, np.nan, X), {}
+    elif change.get("Y") == "nan":
+        kwargs["Y"], change = np.where(np.arange(20)[:, None] == 3, np.nan, Y), {}
+    elif change.get("Y") == "not one-hot":
+        kwargs["Y"] = np.tile([3.0, -1.0], (20, 1))
+        del change["Y"]
     kwargs.update(change)
     kwargs["init_mean"] = jnp.asarray(kwargs["init_mean"])
     with pytest.raises(ValueError, match=match):

@@ -1279,7 +1279,8 @@ class _BaseBONG(BaseEstimator):
         mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
         light_weight_advice = (
             f" The row weights average {mean_weight:.3g}: a row of weight w enters as w observations of it, so "
-            f"the {X.shape[0]} rows of this call weigh as much as {mean_weight * X.shape[0]:.3g} of weight 1 and "
+            f"{'the one row' if X.shape[0] == 1 else f'the {X.shape[0]} rows'} of this call weigh"
+            f"{'s' if X.shape[0] == 1 else ''} as much as {mean_weight * X.shape[0]:.3g} of weight 1 and "
             "the posterior stays near its prior; rescale them (e.g. to a mean of 1)."
             if 0 < mean_weight < LIGHT_WEIGHTS
             else ""
@@ -1347,7 +1348,7 @@ class _BaseBONG(BaseEstimator):
             " This stream predicted well before this call: if its data have changed (drift), a posterior "
             "over static weights stays confident in the rows before and cannot follow them. Set "
             "process_noise (e.g. 1e-3) so that it forgets"
-            if not reset and not dynamics_advice and "_health" in self.__dict__ and not self._health.far_worse
+            if not reset and not dynamics_advice and "_health" in self.__dict__ and self._health.clearly_learning
             else ""
         )
         # The error refused the call's rows; a warning's call has absorbed them.
@@ -1364,15 +1365,19 @@ class _BaseBONG(BaseEstimator):
             )
             scale_advice = "scale the inputs (e.g. StandardScaler)"
             remedies = [sigma0_advice, scale_advice, *other_remedies]
-            if self.algorithm != "bong" and static and conflict < BARELY_MOVED:
+            barely_moved = (
+                f"the weights moved only {np.sqrt(conflict):.2g} prior standard deviations from the prior mean "
+                "(root mean square), and the network there predicts this badly already"
+            )
+            if static and conflict < BARELY_MOVED and light_weight_advice:
+                # Rows of weight 0.001 count as a thousandth of a row each: the posterior stays at
+                # its prior (a probe's one-row stream was told to lower sigma0, which changes nothing);
+                # the light weights' advice follows.
+                remedies = [barely_moved]
+            elif self.algorithm != "bong" and static and conflict < BARELY_MOVED:
                 # The steps hardly moved the weights: the network at its prior mean predicts
                 # this badly already (a fuzzer's BOG at learning_rate 0.001 was told to lower it).
-                remedies = [
-                    f"raise the learning rate (now {self.learning_rate!r}): the weights moved only "
-                    f"{np.sqrt(conflict):.2g} prior standard deviations from the prior mean (root mean square), "
-                    "and the network there predicts this badly already",
-                    "scale the inputs",
-                ]
+                remedies = [f"raise the learning rate (now {self.learning_rate!r}): {barely_moved}", "scale the inputs"]
             if self.model is None and _mean_square(X) > INPUT_MEAN_SQUARE:
                 # Unscaled inputs saturate the built-in MLP from its first layer on. A smaller
                 # sigma0 restrains weights that ran away (raw digits at sigma0 = 10: 6e7 prior
@@ -1402,7 +1407,7 @@ class _BaseBONG(BaseEstimator):
                 + _capitalised(_either(remedies))
                 + "."
                 + dynamics_advice
-                + weight_advice
+                + (light_weight_advice or weight_advice)
                 + target_advice
                 + _before_the_fit(prior_advice)
             )
@@ -1517,7 +1522,12 @@ class _BaseBONG(BaseEstimator):
             condition = "forgotten"
         else:
             condition = None
-        repeated = not reset and condition == self.__dict__.get("_health_warning")
+        previous = None if reset else self.__dict__.get("_health_warning")
+        if condition is None and previous == "not_learning" and not health.clearly_learning:
+            # The warning given stands until the stream clearly learns: one near the threshold
+            # was warned again at each crossing (a probe: 6 times in 1,500 one-row calls).
+            condition = previous
+        repeated = condition is not None and condition == previous
         self._health_warning = condition
         # The opening of both noise warnings (a fitted noise, a fixed one).
         mismatch = (

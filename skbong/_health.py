@@ -214,6 +214,9 @@ PRIOR_DIVERGED = 1e4
 #: barely learning: on digits, BOG/BBB on the moment families at a tiny learning rate sat
 #: near chance (accuracy 0.10-0.16) with 2.21-2.25 nats against the constant's 2.30.
 BARELY_LEARNING = 0.05
+#: A regressor's margin below the constant predictor's log-loss, nats per observation, from
+#: which it clearly learns (``StreamHealth.clearly_learning``): about R^2 = 0.1.
+CLEARLY_LEARNING_NATS = 0.05
 #: Nats per observation that a regressor's own one-step-ahead predictive (its means with the
 #: variance ``J Sigma J^T + R`` of ``return_std``) may lose against the same means scored at
 #: their residual variance before the predictive variance counts as not matching the errors:
@@ -424,6 +427,17 @@ class StreamHealth(NamedTuple):
     def not_learning(self) -> bool:
         """Scored enough, and no better than the constant predictor."""
         return self.scored_enough and self.excess_loss >= 0.0
+
+    @property
+    def clearly_learning(self) -> bool:
+        """Scored enough, and better than the constant predictor by a margin: twice
+        ``BARELY_LEARNING`` of its log-loss for a classifier, ``CLEARLY_LEARNING_NATS`` per
+        observation for a regressor. A not-learning warning stands until then (a stream
+        near the threshold warned again each time it crossed it), and only such a stream
+        is said to have predicted well before a call that fails."""
+        categorical = self.baseline_stats.ndim == 1
+        margin = 2 * BARELY_LEARNING * self.baseline_mean_loss if categorical else CLEARLY_LEARNING_NATS
+        return self.scored_enough and -self.excess_loss > margin
 
     @property
     def barely_learning(self) -> bool:

@@ -896,3 +896,49 @@ def test_a_later_call_with_a_row_of_x_far_out_of_scale_is_told():
     corrupt[3] = 1e10
     with pytest.warns(ConvergenceWarning, match=r"filter-consistency test.*gross errors in y or X"):
         reg.partial_fit(corrupt, y[500:510])
+
+
+def _one_row_stream(clf, X, y, classes, sample_weight=None):
+    """partial_fit one row at a time (as river drives it); the ConvergenceWarnings' messages."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(X.shape[0]):
+            weight = None if sample_weight is None else sample_weight[i : i + 1]
+            clf.partial_fit(X[i : i + 1], y[i : i + 1], classes=classes, sample_weight=weight)
+    return [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+
+def test_a_stream_that_never_learned_is_not_told_it_predicted_well():
+    # y independent of X, one row a call: the first verdict (not learning, at row ~60) said
+    # "This stream predicted well before this call", and advised drift, of a stream no
+    # earlier verdict had judged (two probes).
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 4)), rng.integers(0, 2, 120)
+    messages = _one_row_stream(BONGClassifier(hidden_layer_sizes=(4,), random_state=0), X, y, [0, 1])
+    assert any("not learning" in m for m in messages)
+    assert not any("predicted well" in m for m in messages)
+
+
+def test_a_stream_near_the_barely_learning_threshold_is_warned_once():
+    # Weakly learnable labels, one row a call: the verdict crossed BARELY_LEARNING back and
+    # forth and each crossing warned again (here 13 warnings in 1,500 rows). It now stands
+    # until the stream clearly learns.
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1500, 4))
+    y = (0.3 * X[:, 0] + rng.standard_normal(1500) > 0).astype(int)
+    messages = _one_row_stream(BONGClassifier(hidden_layer_sizes=(4,), random_state=0), X, y, [0, 1])
+    assert sum("learning" in m for m in messages) == 1
+
+
+def test_a_stream_of_light_rows_refused_is_told_of_its_weights():
+    # Rows of weight 0.001, one a call: the prior mean's guesses were refused as a divergence
+    # with advice on drift and a smaller sigma0, which changes nothing; the weights were never named.
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 4))
+    y = (X[:, 0] > 0).astype(int)
+    clf = BONGClassifier(hidden_layer_sizes=(), rank=4, random_state=0)
+    with pytest.raises(FloatingPointError) as error:
+        _one_row_stream(clf, X, y, [0, 1], np.full(100, 1e-3))
+    message = str(error.value)
+    assert "The row weights average 0.001" in message and "The weights moved only" in message
+    assert "smaller sigma0" not in message and "predicted well" not in message

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
     "CategoricalPredictive",
@@ -54,7 +55,10 @@ class CategoricalPredictive(NamedTuple):
 
     @property
     def mean(self) -> jax.Array:
-        """Class probabilities (the mean of the one-hot target)."""
+        """Class probabilities (the mean of the one-hot target); numpy's for host arrays,
+        which ``jnp.exp`` would compile a program for at each new number of rows."""
+        if isinstance(self.log_proba, np.ndarray):
+            return np.exp(self.log_proba)
         return jnp.exp(self.log_proba)
 
     def log_prob(self, y: jax.Array) -> jax.Array:

@@ -201,3 +201,20 @@ def test_a_classifier_stream_of_calls_of_new_lengths_compiles_nothing_new(caplog
             clf.partial_fit(X[start : start + n], y[start : start + n])
             start += n
     assert not [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling")]
+
+
+def test_the_prior_pull_check_of_a_low_rank_belief_is_one_compiled_program(caplog):
+    # It computed the belief's marginal variances op by op: 17 programs compiled in the
+    # middle of a stream whose scans were all compiled (a probe: one call 4.8 s, 0.05 s the rest).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1000, 5)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    clf = BONGClassifier(hidden_layer_sizes=(7,), random_state=0)  # a shape of its own: P = 58
+    clf.partial_fit(X[:600], y[:600], classes=[0, 1])
+    for n in (1, 5, 60, 600):  # every bucket of the scan compiled
+        clf.partial_fit(X[:n], y[:n])
+    with caplog.at_level("WARNING", logger="jax"), jax.log_compiles(), pytest.warns(Warning):
+        while clf.__dict__.get("_health_warning") != "prior_conflict":  # the same rows, over and over
+            clf.partial_fit(X[:476], y[:476])
+            assert clf.t_ < 20_000
+    assert len([r for r in caplog.records if r.getMessage().startswith("Compiling")]) <= 1

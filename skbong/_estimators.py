@@ -25,7 +25,12 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+    validate_parameter_constraints,
+)
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
@@ -951,6 +956,21 @@ class _BaseBONG(BaseEstimator):
             backtrack=self.backtrack,
         )
 
+    def _prediction_config(self):
+        """The config the predictions use: a fit's with the current parameters, or, where an
+        update-rule setting made since fitting is one no fit could take (e.g. ``learning_rate``
+        above 1 for BLR on a low-rank family, ``hessian="mc_hess"`` with ``dlr``), the same
+        with BONG-LIN-HESS: predictions use only the network, family and dynamics, and such a
+        setting refused them."""
+        spec = self._spec
+        try:
+            return self._config(spec)
+        except ValueError:
+            return make_config(
+                spec.apply, self._likelihood, self.family, self._rank(spec.n_params), "bong", "lin_hess",
+                dynamics=self._dynamics(),
+            )
+
     def _dynamics(self) -> Dynamics:
         """The static side of the dynamics: schedules, inflation, noise estimate."""
         return Dynamics(
@@ -996,10 +1016,13 @@ class _BaseBONG(BaseEstimator):
         """``eps_min`` of the online noise estimate (LO-FI Eq. 66)."""
         return 0.0
 
-    def _in_dtype(self, a: np.ndarray, name: str, *, squared: bool = False, positive: bool = False) -> np.ndarray:
+    def _in_dtype(
+        self, a: np.ndarray, name: str, *, squared: bool = False, positive: bool = False, remedy: str | None = None
+    ) -> np.ndarray:
         """``a`` in the computation dtype, refusing values beyond its range: with
         ``squared``, values whose squares are (the linearised update forms ``x x^T``); with
-        ``positive`` (a variance), values too small to be told from 0."""
+        ``positive`` (a variance), values too small to be told from 0. ``remedy`` replaces
+        the advice to scale ``a`` (data) with a StandardScaler."""
         info = np.finfo(self.dtype)
         if positive and not float(np.min(a)) >= float(info.tiny):
             raise ValueError(
@@ -1014,8 +1037,8 @@ class _BaseBONG(BaseEstimator):
         if not largest <= limit:
             raise ValueError(
                 f"{name} holds values up to {largest:.3g}, beyond what dtype={self.dtype!r} can "
-                f"{'square' if squared else 'represent'} ({limit:.3g}). Scale {name} "
-                "(e.g. with sklearn.preprocessing.StandardScaler)"
+                f"{'square' if squared else 'represent'} ({limit:.3g}). "
+                + (remedy or f"Scale {name} (e.g. with sklearn.preprocessing.StandardScaler)")
                 + (" or use dtype='float64'." if self.dtype == "float32" else ".")
             )
         return a.astype(self.dtype, copy=False) if _is_sparse(a) else np.asarray(a).astype(self.dtype, copy=False)
@@ -1369,7 +1392,11 @@ class _BaseBONG(BaseEstimator):
         if health.diverged_given(divergence_conflict):
             sigma0_advice = (
                 f"{sigma0_remedy.lower()} ({sigma0_scales}; sigma0^2 times the squared size of the network's "
-                "gradients must stay near the observation noise)"
+                + (
+                    "gradients must stay near the observation noise)"
+                    if self._likelihood == "gaussian"
+                    else "gradients must stay of order 1)"
+                )
             )
             scale_advice = "scale the inputs (e.g. StandardScaler)"
             remedies = [sigma0_advice, scale_advice, *other_remedies]
@@ -1817,11 +1844,19 @@ class _BaseBONG(BaseEstimator):
             if self._fixed_noise
             else ""
         )
+        departs = (
+            "overestimates it while the residuals exceed the observation noise"
+            if self._likelihood == "gaussian"
+            # (y - p)(y - p)^T against the expected diag(p) - p p^T
+            else "departs from the expected one (near zero on rows predicted right with confidence, large on "
+            "confident misses)"
+        )
         return (
             f" With hessian={self.hessian!r} the curvature is the outer product of the gradients, which "
-            "overestimates it while the residuals exceed the observation noise and can stop the posterior "
-            "before it learns. hessian='lin_hess' (the default) takes the linearised curvature, which does "
-            "not depend on the residuals." + noise_advice
+            f"{departs} and can stop the posterior before it learns. hessian='lin_hess' (the default) takes the "
+            "linearised curvature, which does not depend on the "
+            + ("residuals." if self._likelihood == "gaussian" else "labels.")
+            + noise_advice
         )
 
     def _dynamics_advice(self) -> str:
@@ -2006,7 +2041,7 @@ class _BaseBONG(BaseEstimator):
         """The predictive (:meth:`_predictive`) of ``X``'s targets, numpy float64 fields."""
         X = self._prediction_inputs(X)
         with _x64_scope(self.dtype):
-            config = self._config(self._spec)
+            config = self._prediction_config()
             predictive = self._predictive(config)
             key = self._predict_key(self._seed, predictive)
             out = predict_distribution(config, predictive, self._forecast(config), X, self._obs_noise(), key)
@@ -2027,7 +2062,7 @@ class _BaseBONG(BaseEstimator):
         if self._static_weights():
             return self.posterior_[0]
         with _x64_scope(self.dtype):
-            return np.asarray(self._forecast(self._config(self._spec)).mean)
+            return np.asarray(self._forecast(self._prediction_config()).mean)
 
     def _forecast(self, config):
         """The belief about the weights of the next row: ``posterior_`` moved by the predict
@@ -2160,7 +2195,7 @@ class _BaseBONG(BaseEstimator):
         else:
             seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
         with _x64_scope(self.dtype):
-            config = self._config(self._spec)
+            config = self._prediction_config()
             draws = sample_posterior(config, self._forecast(config), n_samples, jax.random.PRNGKey(seed))
         return draws.astype(np.float64)
 
@@ -2207,7 +2242,7 @@ class _BaseBONG(BaseEstimator):
         if not np.all(np.isfinite(params)):
             raise ValueError("params contain NaN or infinite weights.")
         with _x64_scope(self.dtype):
-            config = self._config(self._spec)
+            config = self._prediction_config()
             h = predict_at(config, jnp.asarray(params, self.dtype), X)
         return self._refuse_non_finite(h.astype(np.float64))
 
@@ -2400,6 +2435,14 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         self.class_weight = class_weight
 
     def _predictive(self, config):
+        # Prediction-time parameters, which a set_params after fit brings here unvalidated
+        # (n_predictive_samples=-3 raised a JAX shape error, 2.5 was truncated).
+        names = ("predictive", "n_predictive_samples")
+        validate_parameter_constraints(
+            {name: self._parameter_constraints[name] for name in names},
+            {name: getattr(self, name) for name in names},
+            caller_name=type(self).__name__,
+        )
         return make_predictive(self.predictive, self._likelihood, self.n_predictive_samples)
 
     def _obs_noise(self):
@@ -2894,6 +2937,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             setting = self._noise_setting
             fitted = self.__dict__.get("_fitted_obs_noise", setting)  # older pickles: unchanged
             stateful = ("calibrated", "adaptive", _CALIBRATED_EF)
+            if {fitted, setting} == {"calibrated", _CALIBRATED_EF}:
+                raise ValueError(
+                    f"hessian changed after fitting, to {self.hessian!r}, across {_EMPIRICAL_FISHER}: with "
+                    "obs_noise='calibrated' the filter runs the Hessian curvatures at a fixed noise scaled after each "
+                    "call and the empirical-Fisher ones at a noise estimated online, which the rows seen since fit "
+                    "did not give it. Call fit to start over with this hessian, or set it back."
+                )
             if fitted != setting and (fitted in stateful or setting in stateful):
                 raise ValueError(
                     f"obs_noise changed from {_noise_label(fitted)} to {_noise_label(setting)} after fitting (hessian "
@@ -2911,7 +2961,14 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             (Y - loc) / scale,
             reset=reset,
             n_passes=n_passes,
-            obs_noise=self._in_dtype(obs_noise / scale**2, "obs_noise / Var(y)", positive=True),
+            obs_noise=self._in_dtype(
+                obs_noise / scale**2,
+                "obs_noise / Var(y)",
+                positive=True,
+                # y is standardised inside; the noise is the user's, in y's units squared
+                remedy=f"Give obs_noise in the units of y squared (Var(y) is {float(np.max(scale)) ** 2:.3g}), or use "
+                "obs_noise='calibrated' (the default), which fits the noise to the errors,",
+            ),
             reference_noise=(
                 self._in_dtype(self._noise_from_setting(scale, Y.shape[1]) / scale**2, "R_0 / Var(y)")
                 if self._noise_scaled_belief

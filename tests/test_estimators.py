@@ -402,7 +402,8 @@ def test_calibrated_noise_with_an_empirical_fisher_curvature_scales_the_belief_b
     assert not np.allclose(adaptive.posterior_[0], whole.posterior_[0], atol=1e-3)
 
     before = whole.predict(X[200:], return_std=True)
-    changed = "obs_noise changed from 'calibrated' .*lin_ef.* to 'calibrated' .*now 'lin_hess'"
+    # (It said "obs_noise changed from 'calibrated' to 'calibrated'", though only hessian had.)
+    changed = "hessian changed after fitting, to 'lin_hess'.*Call fit to start over with this hessian"
     with pytest.raises(ValueError, match=changed):
         whole.set_params(hessian="lin_hess").partial_fit(X[200:300], y[200:300])
     assert whole.t_ == 200
@@ -967,3 +968,53 @@ def test_plain_arrays_skip_validation_with_the_same_results_and_errors(digits):
     named = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).fit(pd.DataFrame(X_train, columns=columns), y_train)
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
         named.predict_proba(X_test)
+
+
+def test_prediction_parameters_set_after_fitting_are_validated_where_they_act(digits):
+    # set_params after fit brought them to predict unvalidated: n_predictive_samples=-3 gave
+    # a JAX shape error, 0 an error blaming the inputs, 2.5 ran with 2 draws, and an unknown
+    # predictive listed 'linearized', which the classifier then refused.
+    X, _, y, _ = digits
+    clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X[:100], y[:100])
+    for bad in (-3, 0, 2.5):
+        with pytest.raises(InvalidParameterError, match="n_predictive_samples"):
+            clf.set_params(predictive="mc", n_predictive_samples=bad).predict_proba(X[:5])
+    with pytest.raises(InvalidParameterError, match="predictive") as raised:
+        clf.set_params(predictive="nope").predict(X[:5])
+    assert "'linearized'" not in str(raised.value) and "'probit'" in str(raised.value)
+
+
+def test_update_settings_no_fit_could_take_do_not_refuse_predictions(digits):
+    # After fit, algorithm='blr' with learning_rate 2 (on dlr) or hessian='mc_hess' (undefined
+    # with dlr) made predict_proba and sample_params raise the fit's refusal, though the
+    # predictions use neither; the next partial_fit still refuses them.
+    X, _, y, _ = digits
+    clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X[:100], y[:100])
+    before, draws = clf.predict_proba(X), clf.sample_params(3, random_state=0)
+    for change in ({"algorithm": "blr", "learning_rate": 2.0}, {"hessian": "mc_hess"}):
+        clf.set_params(**change)
+        np.testing.assert_array_equal(clf.predict_proba(X), before)
+        np.testing.assert_array_equal(clf.sample_params(3, random_state=0), draws)
+        with pytest.raises(ValueError, match="learning_rate <= 1|not available|undefined"):
+            clf.partial_fit(X[100:110], y[100:110])
+        clf.set_params(**{name: BONGClassifier().get_params()[name] for name in change})
+    assert clf.t_ == 100
+
+
+def test_a_fixed_obs_noise_out_of_range_is_told_to_come_in_the_units_of_y():
+    # y in tiny units with obs_noise=1: the error said to scale obs_noise / Var(y) with a
+    # StandardScaler, which cannot act on a hyperparameter.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 3))
+    with pytest.raises(ValueError, match="Give obs_noise in the units of y squared") as raised:
+        BONGRegressor(hidden_layer_sizes=(), obs_noise=1.0).fit(X, 1e-20 * X[:, 0])
+    assert "StandardScaler" not in str(raised.value)
+
+
+def test_a_classifier_not_learning_with_an_empirical_fisher_is_not_told_of_observation_noise():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 4)), rng.integers(0, 2, 300)  # nothing to learn
+    with pytest.warns(ConvergenceWarning, match="not learning") as caught:
+        BONGClassifier(hessian="lin_ef", hidden_layer_sizes=(4,), random_state=0).fit(X, y)
+    messages = [str(w.message) for w in caught if "not learning" in str(w.message)]
+    assert "outer product of the gradients" in messages[0] and "observation noise" not in messages[0]

@@ -210,6 +210,7 @@ def test_a_diverging_classifier_raises_and_keeps_its_state(digits):
     with pytest.raises(FloatingPointError, match="(diverged.*constant predictor|became invalid).*[Ll]ower sigma0") as raised:
         clf.fit(X, y)
     assert "dynamics" not in str(raised.value)  # static weights: nothing to say about them
+    assert "observation noise" not in str(raised.value)  # the regressor's words (an audit found them here)
     np.testing.assert_array_equal(clf.predict_proba(X / 16), before)
     assert clf.t_ == 200
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import inspect
 import io
 import os
 import pickle
@@ -841,16 +842,22 @@ class _BaseBONG(BaseEstimator):
             module = self.model
         else:
             try:
-                # The same compiled initialiser as the built-in MLP's, so that a factory of
-                # that MLP gives it bit for bit on any backend (on a GPU, eager initialisers
-                # differ from compiled ones by a few ulps).
-                module = build_module(self.model, (n_features, n_outputs), seed)
+                # Only a call the signature refuses is the caller's mistake: a TypeError raised
+                # inside the factory is its own bug, and propagates as it is.
+                inspect.signature(self.model).bind(n_features, n_outputs, rngs=None)
             except TypeError as error:
                 raise TypeError(
                     f"model is called as model(n_features, n_outputs, rngs=rngs) to build the network for "
-                    f"{n_features} features and {n_outputs} outputs, and that call failed: {error}. Pass a "
-                    "callable of that signature (e.g. lambda n_in, n_out, rngs: CNN(rngs)) or a module instance."
+                    f"{n_features} features and {n_outputs} outputs, and its signature refuses that call: {error}. "
+                    "Pass a callable of that signature (e.g. lambda n_in, n_out, rngs: CNN(rngs)) or a module "
+                    "instance."
                 ) from error
+            except ValueError:  # no signature to check (some builtins): the call itself tells
+                pass
+            # The same compiled initialiser as the built-in MLP's, so that a factory of that
+            # MLP gives it bit for bit on any backend (on a GPU, eager initialisers differ from
+            # compiled ones by a few ulps).
+            module = build_module(self.model, (n_features, n_outputs), seed)
             if not isinstance(module, nnx.Module):
                 raise TypeError(
                     "model must be a flax.nnx.Module or a callable model(n_features, n_outputs, rngs=rngs) "

@@ -182,6 +182,14 @@ def test_a_factory_must_return_a_module(digits):
     # the error says how the factory is called and how to wrap it.
     with pytest.raises(TypeError, match=r"model\(n_features, n_outputs, rngs=rngs\).*lambda n_in, n_out, rngs"):
         BONGClassifier(model=lambda rngs: nnx.Linear(64, 10, rngs=rngs)).fit(X, y)
+    # A TypeError inside a factory of the right signature is its own bug: it reached the
+    # user reworded as a wrong signature.
+
+    def buggy_factory(n_in, n_out, rngs):
+        raise TypeError("a bug inside the factory")
+
+    with pytest.raises(TypeError, match="^a bug inside the factory$"):
+        BONGClassifier(model=buggy_factory).fit(X, y)
 
 
 class _NormalisedNet(nnx.Module):

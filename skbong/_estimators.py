@@ -22,7 +22,9 @@ from numbers import Integral, Real
 
 import jax
 import jax.numpy as jnp
+import joblib
 import numpy as np
+import sklearn
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -453,6 +455,24 @@ def _marginal_variance_of(family, state) -> jax.Array:
     Woodbury algebra of a DLR belief compiled 17 programs the first time (a stream's
     call took 4.8 s against its neighbours' 0.05)."""
     return family.marginal_variance(state)
+
+
+#: The code between a user's call and a warning of this module: skbong's, scikit-learn's
+#: and joblib's (which runs a search's fits).
+_LIBRARY_DIRECTORIES = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep for path in (__file__, sklearn.__file__, joblib.__file__)
+)
+
+
+def _warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first frame outside these libraries: the
+    user's call (their ``fit``, ``partial_fit`` or ``GridSearchCV.fit``), whatever the depth
+    of the code that warns. A fixed ``stacklevel`` pointed at scikit-learn's ``_fit_context``
+    wrapper or at lines of this module, which filters by module cannot select."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRECTORIES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 @lru_cache(maxsize=256)
@@ -1118,19 +1138,18 @@ class _BaseBONG(BaseEstimator):
             and (reset or self.rank != self.__dict__.get("_capped_rank"))
         ):
             self._capped_rank = self.rank
-            warnings.warn(
+            _warn(
                 f"rank={self.rank} is at least the number of weights P={spec.n_params}: a "
                 "diagonal-plus-low-rank precision of rank >= P is a full precision matrix "
                 "(family='fc' stores it directly), so the rank is capped to "
                 f"{spec.n_params}.",
-                UserWarning,
-                stacklevel=2,
+                UserWarning
             )
         decay, noise = self.dynamics_decay, self.process_noise
         if reset and not callable(decay) and decay < 1 and not callable(noise) and noise == 0:
             # A degenerate model, not a failure the health checks can always see: the belief
             # grows certain without data and stops learning (r^2 0.002 on diabetes at 0.99).
-            warnings.warn(f"{type(self).__name__}:" + self._dynamics_advice(), UserWarning, stacklevel=3)
+            _warn(f"{type(self).__name__}:" + self._dynamics_advice(), UserWarning)
         # Also said once per value: river drives one partial_fit call per row.
         if (
             self.algorithm == "bong"
@@ -1138,12 +1157,11 @@ class _BaseBONG(BaseEstimator):
             and (reset or self.learning_rate != self.__dict__.get("_ignored_learning_rate"))
         ):
             self._ignored_learning_rate = self.learning_rate
-            warnings.warn(
+            _warn(
                 f"learning_rate={self.learning_rate} has no effect with algorithm='bong', which "
                 "takes the unit natural-gradient step of BONG Eq. 5; learning_rate acts only "
                 "for algorithm='blr', 'bog' and 'bbb'.",
-                UserWarning,
-                stacklevel=2,
+                UserWarning
             )
         X = self._in_dtype(X, "X", squared=True)
         Y = self._in_dtype(Y, "y")
@@ -1324,7 +1342,7 @@ class _BaseBONG(BaseEstimator):
             else ""
         )
         if light_weight_advice and reset:
-            warnings.warn(f"{type(self).__name__}:{light_weight_advice}", UserWarning, stacklevel=3)
+            _warn(f"{type(self).__name__}:{light_weight_advice}", UserWarning)
         if not valid:
             self._refuse_non_finite_network(spec, prior_mean, X)
             # A dense covariance update subtracts nearly equal numbers when the noise is tiny
@@ -1586,7 +1604,7 @@ class _BaseBONG(BaseEstimator):
                 f"{max(excess, 0.0):.3g} rows' worth more than expected in all (one row about "
                 f"{np.sqrt(max(excess, 0.0)):.3g} predictive standard deviations out would give as much)"
             )
-            warnings.warn(
+            _warn(
                 f"{type(self).__name__}: the one-step-ahead errors of this call lie far outside the variance it "
                 f"predicted for them: {how} (the filter-consistency test of Kalman filtering). Its data have "
                 + (
@@ -1598,11 +1616,10 @@ class _BaseBONG(BaseEstimator):
                 "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
                 f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
                 + target_advice,
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         elif condition == "prior_conflict":
-            warnings.warn(
+            _warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
                 f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
                 "prior mean, where a prior that suits the data gives at most about 1, and the prior pulls it "
@@ -1620,11 +1637,10 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
                 + target_advice,
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         elif condition == "overconfident":
-            warnings.warn(
+            _warn(
                 f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
                 f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
@@ -1635,8 +1651,7 @@ class _BaseBONG(BaseEstimator):
                 + dynamics_advice
                 + weight_advice
                 + target_advice,
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         elif condition == "not_learning":
             comparison = (
@@ -1644,7 +1659,7 @@ class _BaseBONG(BaseEstimator):
                 if health.not_learning
                 else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
             )
-            warnings.warn(
+            _warn(
                 f"{type(self).__name__} is {'not' if health.not_learning else 'barely'} learning: over its last "
                 f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss "
                 f"({health.model_mean_loss:.3g} nats per observation) {comparison} a constant predictor's "
@@ -1664,8 +1679,7 @@ class _BaseBONG(BaseEstimator):
                 + (light_weight_advice or weight_advice)
                 + dynamics_advice
                 + target_advice,
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         elif condition == "forgotten":
             excess, model_loss, constant_loss, accuracy = forgotten
@@ -1676,7 +1690,7 @@ class _BaseBONG(BaseEstimator):
                 )
             else:
                 how = f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
-            warnings.warn(
+            _warn(
                 f"{type(self).__name__}: the fitted posterior predicts the rows of this call worse than a constant "
                 f"fitted to them ({how}), although one step ahead it predicted them better than a running constant "
                 "did: it followed the latest rows and lost the others. Rows sorted by label or by target, or "
@@ -1687,8 +1701,7 @@ class _BaseBONG(BaseEstimator):
                     or " If the data do change over time and the latest rows are what matters, set process_noise, "
                     "under which this check is not made."
                 ),
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         elif condition == "noise_mismatch" and not self._fixed_noise:
             # A noise fitted to the errors ("calibrated", "adaptive") that still does not
@@ -1707,11 +1720,10 @@ class _BaseBONG(BaseEstimator):
                     f" The noise (obs_noise={self.obs_noise!r}) is fitted to all the rows so far and does not follow "
                     "the errors of the latest ones." + (" If the data drift, set process_noise." if not dynamics_advice else "")
                 )
-            warnings.warn(
+            _warn(
                 f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
                 "with the variance of their errors." + cause,
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         elif condition == "noise_mismatch":
             ratio = health.mean_square_error() / float(np.mean(obs_noise))
@@ -1727,7 +1739,7 @@ class _BaseBONG(BaseEstimator):
                 if narrow and self.family != "fc"
                 else ""
             )
-            warnings.warn(
+            _warn(
                 f"{mismatch} (obs_noise={self.obs_noise!r} plus the weights' uncertainty), is "
                 f"{health.noise_excess:.3g} nats per observation above that of the same predictions with the "
                 f"variance of their errors, whose squares averaged {ratio:.3g} times obs_noise. The standard "
@@ -1747,11 +1759,10 @@ class _BaseBONG(BaseEstimator):
                     if narrow and static_weights
                     else ""
                 ),
-                ConvergenceWarning,
-                stacklevel=3,
+                ConvergenceWarning
             )
         for message in prior_advice:
-            warnings.warn(f"{type(self).__name__}: {message}", ConvergenceWarning, stacklevel=3)
+            _warn(f"{type(self).__name__}: {message}", ConvergenceWarning)
         if self.prequential:
             self.prequential_log_prob_ = log_prob
             self.prequential_prediction_ = prediction
@@ -1820,13 +1831,12 @@ class _BaseBONG(BaseEstimator):
             return
         self._unused_sigma0 = copy.deepcopy(self.sigma0)
         sweep = "_members" in self.__dict__
-        warnings.warn(
+        _warn(
             f"sigma0={self.sigma0!r} has no effect on partial_fit: the posterior was fitted with "
             f"sigma0={fitted!r}, whose prior entered with the first call"
             + (", and it goes on with the filters of all its prior scales" if sweep else "")
             + ". Call fit to start from the new prior.",
-            UserWarning,
-            stacklevel=3,
+            UserWarning
         )
 
     def _empirical_fisher_advice(self) -> str:

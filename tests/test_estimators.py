@@ -12,7 +12,7 @@ from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 from sklearn.metrics import log_loss
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import GridSearchCV, train_test_split
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skbong import BONGClassifier, BONGRegressor
@@ -1018,3 +1018,21 @@ def test_a_classifier_not_learning_with_an_empirical_fisher_is_not_told_of_obser
         BONGClassifier(hessian="lin_ef", hidden_layer_sizes=(4,), random_state=0).fit(X, y)
     messages = [str(w.message) for w in caught if "not learning" in str(w.message)]
     assert "outer product of the gradients" in messages[0] and "observation noise" not in messages[0]
+
+
+def test_warnings_are_attributed_to_the_callers_line():
+    # They pointed at scikit-learn's _fit_context wrapper or at lines of skbong, so that
+    # warnings.filterwarnings(module=...) and the once-per-location registry keyed on those.
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 4)), rng.integers(0, 2, 300)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X, y)  # not learning
+        BONGRegressor(hidden_layer_sizes=(), learning_rate=0.5).fit(X, rng.normal(size=300))  # rank, rate
+        clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0)
+        for i in range(80):
+            clf.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
+        GridSearchCV(BONGClassifier(hidden_layer_sizes=(4,)), {"sigma0": [0.3]}, cv=2).fit(X, y)
+    ours = [w for w in caught if "BONG" in str(w.message) or "rank=" in str(w.message) or "learning_rate" in str(w.message)]
+    assert len({w.category for w in ours}) == 2 and len(ours) >= 5
+    assert {w.filename for w in ours} == {__file__}

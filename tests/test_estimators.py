@@ -1033,6 +1033,6 @@ def test_warnings_are_attributed_to_the_callers_line():
         for i in range(80):
             clf.partial_fit(X[i : i + 1], y[i : i + 1], classes=[0, 1])
         GridSearchCV(BONGClassifier(hidden_layer_sizes=(4,)), {"sigma0": [0.3]}, cv=2).fit(X, y)
-    ours = [w for w in caught if "BONG" in str(w.message) or "rank=" in str(w.message) or "learning_rate" in str(w.message)]
+    ours = [w for w in caught if any(word in str(w.message) for word in ("BONG", "rank=", "learning_rate"))]
     assert len({w.category for w in ours}) == 2 and len(ours) >= 5
     assert {w.filename for w in ours} == {__file__}

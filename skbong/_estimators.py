@@ -457,6 +457,9 @@ def _marginal_variance_of(family, state) -> jax.Array:
     return family.marginal_variance(state)
 
 
+#: ``rank`` of the low-rank families unless given (a network with fewer weights caps it
+#: silently: a precision of rank P is a full one).
+DEFAULT_RANK = 10
 #: The code between a user's call and a warning of this module: skbong's, scikit-learn's
 #: and joblib's (which runs a search's fits).
 _LIBRARY_DIRECTORIES = tuple(
@@ -712,7 +715,7 @@ class _BaseBONG(BaseEstimator):
         hidden_layer_sizes=(50,),
         activation="relu",
         family="dlr",
-        rank=10,
+        rank=DEFAULT_RANK,
         algorithm="bong",
         hessian="lin_hess",
         learning_rate=1.0,
@@ -1131,10 +1134,12 @@ class _BaseBONG(BaseEstimator):
             self._check_structure()
             self._warn_if_sigma0_unused()
             seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
-        # Said once per value of rank, not on every partial_fit call.
+        # Said once per value of rank, not on every partial_fit call; not of the default,
+        # which a network of at most 10 weights caps without a choice of the user's.
         if (
             self.family in ("dlr", "slr")
             and self.rank >= spec.n_params
+            and self.rank != DEFAULT_RANK
             and (reset or self.rank != self.__dict__.get("_capped_rank"))
         ):
             self._capped_rank = self.rank
@@ -1143,7 +1148,7 @@ class _BaseBONG(BaseEstimator):
                 "diagonal-plus-low-rank precision of rank >= P is a full precision matrix "
                 "(family='fc' stores it directly), so the rank is capped to "
                 f"{spec.n_params}.",
-                UserWarning
+                UserWarning,
             )
         decay, noise = self.dynamics_decay, self.process_noise
         if reset and not callable(decay) and decay < 1 and not callable(noise) and noise == 0:
@@ -1161,7 +1166,7 @@ class _BaseBONG(BaseEstimator):
                 f"learning_rate={self.learning_rate} has no effect with algorithm='bong', which "
                 "takes the unit natural-gradient step of BONG Eq. 5; learning_rate acts only "
                 "for algorithm='blr', 'bog' and 'bbb'.",
-                UserWarning
+                UserWarning,
             )
         X = self._in_dtype(X, "X", squared=True)
         Y = self._in_dtype(Y, "y")
@@ -1616,7 +1621,7 @@ class _BaseBONG(BaseEstimator):
                 "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
                 f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
                 + target_advice,
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         elif condition == "prior_conflict":
             _warn(
@@ -1637,7 +1642,7 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
                 + target_advice,
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         elif condition == "overconfident":
             _warn(
@@ -1651,7 +1656,7 @@ class _BaseBONG(BaseEstimator):
                 + dynamics_advice
                 + weight_advice
                 + target_advice,
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         elif condition == "not_learning":
             comparison = (
@@ -1679,7 +1684,7 @@ class _BaseBONG(BaseEstimator):
                 + (light_weight_advice or weight_advice)
                 + dynamics_advice
                 + target_advice,
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         elif condition == "forgotten":
             excess, model_loss, constant_loss, accuracy = forgotten
@@ -1701,7 +1706,7 @@ class _BaseBONG(BaseEstimator):
                     or " If the data do change over time and the latest rows are what matters, set process_noise, "
                     "under which this check is not made."
                 ),
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         elif condition == "noise_mismatch" and not self._fixed_noise:
             # A noise fitted to the errors ("calibrated", "adaptive") that still does not
@@ -1723,7 +1728,7 @@ class _BaseBONG(BaseEstimator):
             _warn(
                 f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
                 "with the variance of their errors." + cause,
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         elif condition == "noise_mismatch":
             ratio = health.mean_square_error() / float(np.mean(obs_noise))
@@ -1759,7 +1764,7 @@ class _BaseBONG(BaseEstimator):
                     if narrow and static_weights
                     else ""
                 ),
-                ConvergenceWarning
+                ConvergenceWarning,
             )
         for message in prior_advice:
             _warn(f"{type(self).__name__}: {message}", ConvergenceWarning)
@@ -1836,7 +1841,7 @@ class _BaseBONG(BaseEstimator):
             f"sigma0={fitted!r}, whose prior entered with the first call"
             + (", and it goes on with the filters of all its prior scales" if sweep else "")
             + ". Call fit to start from the new prior.",
-            UserWarning
+            UserWarning,
         )
 
     def _empirical_fisher_advice(self) -> str:
@@ -2399,7 +2404,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         hidden_layer_sizes=(50,),
         activation="relu",
         family="dlr",
-        rank=10,
+        rank=DEFAULT_RANK,
         algorithm="bong",
         hessian="lin_hess",
         learning_rate=1.0,
@@ -2816,7 +2821,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         hidden_layer_sizes=(50,),
         activation="relu",
         family="dlr",
-        rank=10,
+        rank=DEFAULT_RANK,
         algorithm="bong",
         hessian="lin_hess",
         learning_rate=1.0,

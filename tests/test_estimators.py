@@ -823,6 +823,13 @@ def test_rank_at_or_above_the_number_of_weights_is_capped():
         capped.partial_fit(X[:10], y[:10])
     with pytest.raises(ValueError, match="rank changed since the posterior was fitted"):
         capped.set_params(rank=5).partial_fit(X[:10], y[:10])
+    # The default rank caps without a word: every network of at most 10 weights warned.
+    rng = np.random.default_rng(0)
+    X4 = rng.normal(size=(60, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        small = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X4, X4 @ [1.0, -1.0, 0.5, 0.0])
+    assert small.posterior_.low_rank.shape == (5, 5)
 
 
 @pytest.mark.parametrize("first_shape", ["1d", "column"])

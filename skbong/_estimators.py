@@ -555,7 +555,8 @@ def _before_the_fit(prior_advice: list[str]) -> str:
     """The prior predictive checks' advice (``_prior_checks``), for an error that ends the
     fit before they are given as warnings: e.g. unscaled inputs, the cause that a smaller
     sigma0 does not remove."""
-    return f" Before the fit, the prior checks found: {' '.join(prior_advice)}" if prior_advice else ""
+    found = " ".join(_capitalised(advice) for advice in prior_advice)
+    return f" Before the fit, the prior checks found: {found}" if prior_advice else ""
 
 
 def _log_sum_exp(a: np.ndarray, axis: int) -> np.ndarray:
@@ -2676,14 +2677,15 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         if classes.shape[0] < 2:
             raise ValueError(
                 "BONGClassifier needs samples of at least 2 classes, but the data contain "
-                f"only one class: {classes[0]!r}."
+                f"only one class: {classes[:1].tolist()[0]!r}."
             )
 
     @staticmethod
     def _one_hot(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
         unknown = np.setdiff1d(y, classes)
         if unknown.size:
-            raise ValueError(f"y contains labels {unknown!r} that are not in classes {classes!r}.")
+            shown = unknown[:10].tolist() + (["..."] if unknown.size > 10 else [])
+            raise ValueError(f"y contains labels {shown} that are not in classes {classes.tolist()}.")
         return np.eye(classes.shape[0])[np.searchsorted(classes, y)]
 
     def __sklearn_tags__(self):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from numbers import Integral
 from pathlib import Path
 from typing import NamedTuple
 
@@ -231,7 +232,7 @@ def uci_split(name: str, split: int, data_home: str | os.PathLike | None = None)
     """
     data = load_uci(name, data_home)
     n_splits = data.train_idx.shape[0]
-    if not 0 <= split < n_splits:
+    if isinstance(split, bool) or not isinstance(split, Integral) or not 0 <= split < n_splits:
         raise ValueError(f"split must be in 0..{n_splits - 1}, got {split}")
     tr, te = data.train_idx[split], data.test_idx[split]
     X_mean, X_std = data.X[tr].mean(axis=0), data.X[tr].std(axis=0)

@@ -7,6 +7,8 @@ it uses the estimator's predictive distribution (``predict_log_proba`` for a cla
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 from scipy.stats import norm
 from sklearn.base import is_classifier
@@ -56,6 +58,7 @@ def gaussian_nlpd(y_true, y_mean, y_std) -> float:
     float
     """
     y_true, y_mean, y_std = (np.asarray(a, dtype=np.float64) for a in (y_true, y_mean, y_std))
+    _check_std(y_std)
     log_density = norm.logpdf(y_true, loc=y_mean, scale=y_std)
     return float(-np.mean(log_density.reshape(y_true.shape[0], -1).sum(axis=1)))
 
@@ -78,8 +81,20 @@ def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) 
     -------
     float
     """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, Integral) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}.")
     y_proba = np.asarray(y_proba, dtype=np.float64)
-    classes = np.arange(y_proba.shape[1]) if classes is None else np.asarray(classes)
+    given = classes is not None
+    classes = np.asarray(classes) if given else np.arange(y_proba.shape[1])
+    # Labels outside the columns' classes (e.g. 1 and 2 scored against the default 0, 1) were
+    # all counted as misses: an error of 0.767 for one of 0.233.
+    unknown = np.setdiff1d(np.asarray(y_true), classes)
+    if unknown.size:
+        raise ValueError(
+            f"y_true contains labels {unknown[:10].tolist()} that are not among the classes of y_proba's columns "
+            f"({classes[:10].tolist()}{'' if given else ': 0..n_classes-1, as classes=None gives'}); pass "
+            "classes=estimator.classes_."
+        )
     confidence = y_proba.max(axis=1)
     correct = classes[np.argmax(y_proba, axis=1)] == np.asarray(y_true)
     bins = np.minimum((confidence * n_bins).astype(int), n_bins - 1)
@@ -104,8 +119,19 @@ def interval_calibration_error(y_true, y_mean, y_std, levels=np.linspace(0.1, 0.
     -------
     float
     """
+    levels = np.asarray(levels, dtype=np.float64)
+    if not np.all((levels > 0) & (levels < 1)):
+        raise ValueError(f"levels must lie in (0, 1) (probabilities of central intervals), got {levels.tolist()}.")
+    y_std = np.asarray(y_std, dtype=np.float64)
+    _check_std(y_std)
     z = np.abs((np.asarray(y_true, dtype=np.float64) - y_mean) / y_std)
     return float(np.mean([abs(np.mean(z <= norm.ppf(0.5 + level / 2)) - level) for level in levels]))
+
+
+def _check_std(y_std: np.ndarray) -> None:
+    """Refuse standard deviations that are not positive and finite (a density of NaN)."""
+    if not np.all(np.isfinite(y_std) & (y_std > 0)):
+        raise ValueError("y_std must be positive and finite (predictive standard deviations).")
 
 
 def neg_nlpd_scorer(estimator, X, y) -> float:

@@ -85,8 +85,9 @@ def test_uci_rejects_unknown_name_and_split():
     with pytest.raises(ValueError, match="unknown UCI data set"):
         datasets.load_uci("iris")
     _skip_unless("uci/yacht.npz")
-    with pytest.raises(ValueError, match="split must be"):
-        datasets.uci_split("yacht", split=20)
+    for bad in (20, 1.5):  # 1.5 raised an IndexError
+        with pytest.raises(ValueError, match="split must be"):
+            datasets.uci_split("yacht", split=bad)
 
 
 def test_missing_directory_raises_clear_error(tmp_path, monkeypatch):

@@ -23,7 +23,13 @@ from skbong.core import (
     make_predictive,
     predict_distribution,
 )
-from skbong.metrics import categorical_nlpd, gaussian_nlpd, neg_nlpd_scorer
+from skbong.metrics import (
+    categorical_nlpd,
+    expected_calibration_error,
+    gaussian_nlpd,
+    interval_calibration_error,
+    neg_nlpd_scorer,
+)
 
 _STATE_OF = {"fc": FullCovState, "fc_mom": FullCovState, "diag": DiagState, "diag_mom": DiagState, "dlr": DLRState}
 
@@ -379,3 +385,21 @@ def test_nlpd_scorer_in_grid_search_matches_direct_computation():
     direct = -np.mean(norm.logpdf(X[:, 3], mean, std))
     assert np.isclose(-neg_nlpd_scorer(reg, X[:, :3], X[:, 3]), direct)
     assert np.isclose(gaussian_nlpd(X[:, 3], mean, std), direct)
+
+
+def test_metrics_refuse_what_they_would_score_wrong():
+    # An audit: labels 1 and 2 scored against the default columns 0, 1 gave an ECE of 0.767
+    # for one of 0.233; n_bins=0 ran as one bin; a zero standard deviation gave an NLPD of
+    # NaN; a level of 1.5 gave an interval error of 1.5.
+    y, proba = np.array([1, 2, 2, 1]), np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.7, 0.3]])
+    with pytest.raises(ValueError, match=r"labels \[2\] that are not among.*classes=estimator.classes_"):
+        expected_calibration_error(y, proba)
+    assert expected_calibration_error(y, proba, classes=[1, 2]) == pytest.approx(
+        expected_calibration_error(y - 1, proba)
+    )
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        expected_calibration_error(y - 1, proba, n_bins=0)
+    with pytest.raises(ValueError, match="y_std must be positive"):
+        gaussian_nlpd([0.0, 1.0], [0.0, 1.0], [1.0, 0.0])
+    with pytest.raises(ValueError, match="levels must lie in"):
+        interval_calibration_error([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], levels=[1.5])

@@ -403,3 +403,17 @@ def test_metrics_refuse_what_they_would_score_wrong():
         gaussian_nlpd([0.0, 1.0], [0.0, 1.0], [1.0, 0.0])
     with pytest.raises(ValueError, match="levels must lie in"):
         interval_calibration_error([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], levels=[1.5])
+
+
+def test_a_row_is_predicted_alike_alone_and_among_others():
+    # Bit for bit (PREDICT_CHUNK): smaller sub-batches than JACOBIAN_BUDGET's, tried for
+    # one-row latency, moved a row's result by an ulp with its place among the others
+    # (XLA:CPU's dot emitter; benchmarks/results/predict_latency.md).
+    X, y = load_iris(return_X_y=True)
+    X = np.tile(X, (1, 50))  # 200 features
+    clf = BONGClassifier(hidden_layer_sizes=(32,), predictive="probit", random_state=0).fit(X, y)
+    np.testing.assert_array_equal(clf.predict_proba(X[:1]), clf.predict_proba(X)[:1])
+    np.testing.assert_array_equal(clf.predict_proba(X[70:73]), clf.predict_proba(X[40:100])[30:33])
+    reg = BONGRegressor(hidden_layer_sizes=(32,), random_state=0).fit(X, X[:, 0])
+    for a, b in zip(reg.predict(X[70:71], return_std=True), reg.predict(X, return_std=True)):
+        np.testing.assert_array_equal(a, b[70:71])

@@ -1178,8 +1178,8 @@ class DiagonalLowRank:
 
         Once the data pin the posterior far inside the prior, the two terms nearly cancel
         (in float32, variances of 0 and below 0 came out where the exact one was 1e-6 of
-        ``J Upsilon^{-1} J^T``). Where a variance keeps less than ``1e4 eps`` of its first
-        term, the whole result is taken instead as ``M M^T`` with ``M = J Sigma^{1/2}``
+        ``J Upsilon^{-1} J^T``). For a row where a variance keeps less than ``1e4 eps`` of its
+        first term, the row's result is taken instead as ``M M^T`` with ``M = J Sigma^{1/2}``
         from the square root of :meth:`sample`: it carries the cancellation to first order
         only, and is positive semi-definite. It costs an ``R x R`` eigendecomposition and
         one more ``B C x R x P`` product, which the common case does without."""
@@ -1190,8 +1190,13 @@ class DiagonalLowRank:
         first = _row_gram(jac / ups, jac)
         cov = first - jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
         resolution = 1e4 * jnp.finfo(cov.dtype).eps
-        cancelled = jnp.any(jnp.diagonal(cov, axis1=1, axis2=2) < resolution * jnp.diagonal(first, axis1=1, axis2=2))
-        return jax.lax.cond(cancelled, lambda: _dlr_output_cov_from_root(state, jac), lambda: cov)
+        cancelled = jnp.any(jnp.diagonal(cov, axis1=1, axis2=2) < resolution * jnp.diagonal(first, axis1=1, axis2=2), 1)
+        # Row by row, so that a row's covariance does not depend on the rows computed with it.
+        return jax.lax.cond(
+            jnp.any(cancelled),
+            lambda: jnp.where(cancelled[:, None, None], _dlr_output_cov_from_root(state, jac), cov),
+            lambda: cov,
+        )
 
 
 def _dlr_output_cov_from_root(state: DLRState, jac: jax.Array) -> jax.Array:

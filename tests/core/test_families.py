@@ -236,6 +236,25 @@ def test_dlr_output_covariance_is_accurate_in_float32_for_a_posterior_far_inside
                 np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
 
 
+def test_dlr_output_covariance_of_a_row_does_not_depend_on_the_rows_beside_it():
+    # A row whose variance cancels (its Jacobian along a direction the data pinned) took the
+    # square-root form for the whole batch: the other rows' covariances moved by round-off
+    # (42.983299 against 42.983307 alone), and a prediction with the rows predicted with it.
+    rng = np.random.default_rng(0)
+    n_params = 50
+    pinned = rng.normal(size=n_params)
+    pinned /= np.linalg.norm(pinned)
+    config = make_config(_linear, "gaussian", "dlr", rank=2)
+    w = np.stack([1e3 * pinned, 0.5 * rng.normal(size=n_params)], 1)
+    state = config.family.init(jnp.zeros(n_params, jnp.float32), jnp.asarray(1.0))
+    state = state._replace(low_rank=jnp.asarray(w, jnp.float32))
+    rows = rng.normal(size=(3, 1, n_params))
+    alone = config.family.output_covariance(state, jnp.asarray(rows, jnp.float32))
+    beside = config.family.output_covariance(state, jnp.asarray(np.concatenate([rows, pinned[None, None]]), jnp.float32))
+    np.testing.assert_array_equal(np.asarray(beside[:3]), np.asarray(alone))
+    assert 0 < float(beside[3, 0, 0]) < 1e-5  # the pinned row's own variance, from the square root
+
+
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])
 # DLR takes a shortcut when q = 0, and leaves the belief as it is when also gamma = 1.
 @pytest.mark.parametrize("q, decay", [(0.05, 0.9), (0.0, 0.9), (0.0, 1.0)])

@@ -158,6 +158,8 @@ def test_pandas_and_pickle_roundtrip(digits):
     assert all(isinstance(leaf, np.ndarray) for leaf in loaded.__getstate__()["posterior_"])
     test = pd.DataFrame(X_test, columns=columns)
     np.testing.assert_array_equal(loaded.predict_proba(test), est.predict_proba(test))
+    # The first prediction moved the posterior to the device, once: each re-uploaded it.
+    assert all(isinstance(leaf, jax.Array) for leaf in loaded.posterior_)
     loaded.partial_fit(test[:5], y_train[:5])  # a loaded model keeps learning
     assert loaded.t_ == 205
 

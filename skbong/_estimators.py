@@ -1404,13 +1404,14 @@ class _BaseBONG(BaseEstimator):
         divergence_conflict = (
             conflict if static else self._random_walk_conflict(state[0], prior_mean, prior_scale, n_seen)
         )
-        # A stream that was healthy until this call, with static weights: the rows may have
-        # changed (drift), which a posterior confident in the rows before cannot follow.
+        # A stream that a verdict found clearly learning, with static weights: the rows may
+        # have changed (drift), which a posterior confident in the rows before cannot follow.
+        # (Not said of a stream no verdict found learning: two probes got it at the first.)
         drift_cause = (
-            " This stream predicted well before this call: if its data have changed (drift), a posterior "
+            " This stream predicted well earlier: if its data have changed (drift), a posterior "
             "over static weights stays confident in the rows before and cannot follow them. Set "
             "process_noise (e.g. 1e-3) so that it forgets"
-            if not reset and not dynamics_advice and "_health" in self.__dict__ and self._health.clearly_learning
+            if not reset and not dynamics_advice and self.__dict__.get("_learned", False)
             else ""
         )
         # The error refused the call's rows; a warning's call has absorbed them.
@@ -1504,6 +1505,8 @@ class _BaseBONG(BaseEstimator):
         self.t_ = n_seen
         self.n_iter_ = n_passes if reset else getattr(self, "n_iter_", 0) + 1
         self._health = health
+        # Whether a verdict ever found the stream clearly learning (for the drift advice).
+        self._learned = health.clearly_learning or (not reset and self.__dict__.get("_learned", False))
         if reset or "history_" not in self.__dict__:
             self.history_ = history
         else:  # in place: a stream of one-row calls copied its whole history at every call
@@ -3113,7 +3116,14 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         check_is_fitted(self, "posterior_")
         if not return_std:
-            return self.predict_with_params(X, self._forecast_mean())[0]
+            # The network at the forecast's mean, from the device: through predict_with_params
+            # (checks meant for a user's draws) the mean went to the host in float64 and back.
+            X = self._prediction_inputs(X)
+            with _x64_scope(self.dtype):
+                config = self._prediction_config()
+                out = predict_distribution(config, PluginPredictive(), self._forecast(config), X, 1.0)
+            mean = np.asarray(out.mean, np.float64) * self._y_scale + self._y_mean
+            return self._shape_output(self._refuse_non_finite(mean))
         out = self._predict_distribution(X)
         mean = self._refuse_non_finite(out.mean * self._y_scale + self._y_mean)
         std = self._refuse_non_finite(np.sqrt(out.var) * self._y_scale)

@@ -59,7 +59,8 @@ for network, hidden in (("digits MLP 64-50-10", (50,)), ("MLP 64-128-128", (128,
         with _x64_scope(est.dtype):
             config = est._prediction_config()
             predictive, state = est._predictive(config), est._forecast(config)
-            alone = lambda: predict_distribution(config, predictive, state, X[1000:1001], est._obs_noise(), block_rows=1)
+            noise = est._obs_noise()
+            alone = lambda: predict_distribution(config, predictive, state, X[1000:1001], noise, block_rows=1)
             out[f"{network} | {name} | P = {est.posterior_[0].size:,}"] = {
                 "1 row": median_ms(lambda: call(1)), "256 rows": median_ms(lambda: call(256)), "alone": median_ms(alone)
             }

@@ -250,7 +250,8 @@ def test_dlr_output_covariance_of_a_row_does_not_depend_on_the_rows_beside_it():
     state = state._replace(low_rank=jnp.asarray(w, jnp.float32))
     rows = rng.normal(size=(3, 1, n_params))
     alone = config.family.output_covariance(state, jnp.asarray(rows, jnp.float32))
-    beside = config.family.output_covariance(state, jnp.asarray(np.concatenate([rows, pinned[None, None]]), jnp.float32))
+    with_pinned = np.concatenate([rows, pinned[None, None]])
+    beside = config.family.output_covariance(state, jnp.asarray(with_pinned, jnp.float32))
     np.testing.assert_array_equal(np.asarray(beside[:3]), np.asarray(alone))
     assert 0 < float(beside[3, 0, 0]) < 1e-5  # the pinned row's own variance, from the square root
 

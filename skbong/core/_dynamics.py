@@ -44,6 +44,19 @@ class LatentPrior(NamedTuple):
     precision: jax.Array
 
 
+#: The range of each hyperparameter (a constant, or a schedule's value) outside which the
+#: filter's steps are not the model's: the predict step (LO-FI Eqs. 19-20) flips or inflates the mean for ``gamma``
+#: outside (0, 1] and makes the covariance indefinite for ``q < 0``; a step of rate
+#: ``alpha <= 0`` moves away from the data or not at all.
+HYPERPARAMETER_RANGES = {
+    "dynamics_decay": (lambda v: (v > 0) & (v <= 1), "in (0, 1]"),
+    "process_noise": (lambda v: v >= 0, ">= 0"),
+    "learning_rate": (lambda v: v > 0, "> 0"),
+    "inflation": (lambda v: v >= 0, ">= 0"),
+    "obs_noise_rate": (lambda v: (v >= 0) & (v <= 1), "in [0, 1]"),
+}
+
+
 @dataclass(frozen=True)
 class Dynamics:
     """How the belief moves between observations and what the filter estimates online.
@@ -148,10 +161,8 @@ class Dynamics:
         """
         size = 1 << max(n_rows - 1, 0).bit_length()
         t = np.arange(first, first + size, dtype=np.int32)
-        for name, schedule, valid, expected in (
-            ("dynamics_decay", self.decay, lambda v: (v > 0) & (v <= 1), "in (0, 1]"),
-            ("process_noise", self.process_noise, lambda v: v >= 0, ">= 0"),
-        ):
+        for name, schedule in (("dynamics_decay", self.decay), ("process_noise", self.process_noise)):
+            valid, expected = HYPERPARAMETER_RANGES[name]
             if schedule is None:
                 continue
             values = np.asarray(_schedule_values(schedule, t))[:n_rows]

@@ -31,7 +31,7 @@ from ._curvature import (
     MonteCarloEF,
     n_params,
 )
-from ._dynamics import LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
+from ._dynamics import HYPERPARAMETER_RANGES, LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
 from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DiagState, DLRGramState, DLRState, FullCovariance
 from ._likelihoods import Categorical, Gaussian
 from ._predictive import PluginPredictive
@@ -1252,24 +1252,11 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
     _check_hyperparameter_ranges(hyper)
 
 
-#: The range of each host hyperparameter outside which the filter's steps are not the
-#: model's: the predict step (LO-FI Eqs. 19-20) flips or inflates the mean for ``gamma``
-#: outside (0, 1] and makes the covariance indefinite for ``q < 0``; a step of rate
-#: ``alpha <= 0`` moves away from the data or not at all.
-_HYPERPARAMETER_RANGES = {
-    "dynamics_decay": (lambda v: (v > 0) & (v <= 1), "in (0, 1]"),
-    "process_noise": (lambda v: v >= 0, ">= 0"),
-    "learning_rate": (lambda v: v > 0, "> 0"),
-    "inflation": (lambda v: v >= 0, ">= 0"),
-    "obs_noise_rate": (lambda v: (v >= 0) & (v <= 1), "in [0, 1]"),
-}
-
-
 def _check_hyperparameter_ranges(hyper) -> None:
     """Refuse a host (caller's) hyperparameter outside its range, as a schedule is refused
     (:meth:`Dynamics.check_schedule_ranges`); device values (traced, or estimates carried
     from an earlier call) are the filter's own and pass."""
-    for name, (valid, expected) in _HYPERPARAMETER_RANGES.items():
+    for name, (valid, expected) in HYPERPARAMETER_RANGES.items():
         value = getattr(hyper, name)
         if isinstance(value, np.ndarray) and not np.all(np.isfinite(value) & valid(value)):
             raise ValueError(f"{name} must be finite and {expected}, got {value}.")

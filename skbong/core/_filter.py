@@ -31,7 +31,14 @@ from ._curvature import (
     MonteCarloEF,
     n_params,
 )
-from ._dynamics import HYPERPARAMETER_RANGES, LatentPrior, inflate, innovation_terms, latent_prior_at, update_noise_estimate
+from ._dynamics import (
+    HYPERPARAMETER_RANGES,
+    LatentPrior,
+    inflate,
+    innovation_terms,
+    latent_prior_at,
+    update_noise_estimate,
+)
 from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DiagState, DLRGramState, DLRState, FullCovariance
 from ._likelihoods import Categorical, Gaussian
 from ._predictive import PluginPredictive

@@ -98,15 +98,17 @@ fi
 echo "suite XLA_FLAGS: ${suite_xla_flags:-none}" >>"$out/env.txt"
 (cd benchmarks && run mnist_cnn 120 python3 mnist_stream.py $bench_flags --models cnn --seeds 1 \
     --hyperparameters results/mnist_stream_cnn.json --name "mnist_stream_cnn$suffix")
-# The workers share one persistent compilation cache (JAX_COMPILATION_CACHE_DIR, a fresh
-# folder per call): a program that several tests compile (check_estimator's many fits of the
-# same configuration) compiles once. SUITE_CACHE=0 turns it off. junit.xml lists every test
+# The workers share the persistent compilation cache that tests/conftest.py makes for each
+# run: a program that several tests compile (check_estimator's many fits of the same
+# configuration) compiles once. SUITE_CACHE=0 turns it off (an empty JAX_COMPILATION_CACHE_DIR,
+# in a subshell so that the later steps keep the caller's setting). junit.xml lists every test
 # that ran, also when the cap (SUITE_CAP, default 420 s) stops the step, so that a next call
 # can run the rest.
-suite_cache=""
-[ "${SUITE_CACHE:-1}" = 1 ] && suite_cache=$(mktemp -d)
-JAX_COMPILATION_CACHE_DIR=$suite_cache XLA_FLAGS=$suite_xla_flags run pytest "${SUITE_CAP:-420}" \
-    python3 -m pytest -q -p no:cacheprovider -rf --durations=15 --junitxml="$out/junit.xml" "${tests[@]}"
+(
+    [ "${SUITE_CACHE:-1}" = 1 ] || export JAX_COMPILATION_CACHE_DIR=
+    XLA_FLAGS=$suite_xla_flags run pytest "${SUITE_CAP:-420}" \
+        python3 -m pytest -q -p no:cacheprovider -rf --durations=15 --junitxml="$out/junit.xml" "${tests[@]}"
+)
 (cd benchmarks && run mnist_mlp 150 python3 mnist_stream.py $bench_flags --models mlp \
     --hyperparameters results/mnist_stream_mlp.json --name "mnist_stream_mlp$suffix")
 

@@ -620,6 +620,55 @@ def _average_over_members(
     )
 
 
+class _GrowingRecord:
+    """Rows that a stream of calls appends to, at an amortised constant cost a row.
+
+    The prequential record is read as ``rows[:n]`` of arrays kept with spare room (twice what
+    is filled when they grow), so that a call writes its own rows only: concatenating the
+    whole record at every call made a stream of one-row calls quadratic (one-row
+    ``partial_fit`` of a 10-class MLP: 1.5 ms a call with 120 rows recorded, 9.1 ms with
+    500k). Estimators that share this object (``copy.copy``) each keep their own ``n``; only
+    the one whose record ends where the filled rows end writes in place, any other copies
+    its rows to fresh arrays first, so no estimator ever sees another's rows.
+    """
+
+    def __init__(self, arrays: tuple[np.ndarray, ...]):
+        self._arrays = arrays
+        self._filled = len(arrays[0])
+
+    def __getstate__(self) -> dict:  # the spare room is not pickled
+        return {"_arrays": tuple(a[: self._filled].copy() for a in self._arrays), "_filled": self._filled}
+
+    def extended(self, n_shown: int, new: tuple[np.ndarray, ...]) -> tuple["_GrowingRecord", tuple[np.ndarray, ...]]:
+        """The record of ``n_shown`` rows followed by ``new``, and read-only views of its rows.
+
+        In place when this estimator's record ends where the filled rows end and the rows
+        fit; otherwise on fresh arrays with room to double."""
+        n_total = n_shown + len(new[0])
+        in_place = (
+            n_shown == self._filled
+            and n_total <= len(self._arrays[0])
+            and all(a.shape[1:] == b.shape[1:] and a.dtype == b.dtype for a, b in zip(self._arrays, new))
+        )
+        record = self
+        if not in_place:
+            spare = 2 * n_total
+            arrays = []
+            for old, rows in zip(self._arrays, new):
+                grown = np.empty((spare, *rows.shape[1:]), dtype=rows.dtype)
+                grown[:n_shown] = old[:n_shown].reshape(n_shown, *rows.shape[1:])
+                arrays.append(grown)
+            record = _GrowingRecord.__new__(_GrowingRecord)
+            record._arrays = tuple(arrays)
+        for array, rows in zip(record._arrays, new):
+            array[n_shown:n_total] = rows
+        record._filled = n_total
+        views = tuple(array[:n_total] for array in record._arrays)
+        for view in views:
+            view.flags.writeable = False
+        return record, views
+
+
 class _Progress:
     """Per-chunk progress of one pass: appends a record to ``history`` and, when
     ``verbose``, prints a line, after each compiled chunk (``run_filter``'s callback).
@@ -1487,10 +1536,6 @@ class _BaseBONG(BaseEstimator):
                 log_prob = log_prob - np.log(scale).sum()
             if squeeze:
                 prediction = prediction[:, 0]
-            if not reset and hasattr(self, "prequential_log_prob_"):
-                log_prob = np.concatenate([self.prequential_log_prob_, log_prob])
-                previous = self.prequential_prediction_.reshape(-1, *prediction.shape[1:])
-                prediction = np.concatenate([previous, prediction])
         self._seed = seed
         self._spec = spec
         if reset:  # partial_fit checked that the structure is unchanged
@@ -1773,12 +1818,18 @@ class _BaseBONG(BaseEstimator):
         for message in prior_advice:
             _warn(f"{type(self).__name__}: {message}", ConvergenceWarning)
         if self.prequential:
-            self.prequential_log_prob_ = log_prob
-            self.prequential_prediction_ = prediction
+            record = self.__dict__.get("_prequential_record")
+            if reset or record is None or not hasattr(self, "prequential_log_prob_"):
+                record, n_shown = _GrowingRecord((log_prob[:0], prediction[:0])), 0
+            else:
+                n_shown = len(self.prequential_log_prob_)
+            self._prequential_record, (self.prequential_log_prob_, self.prequential_prediction_) = record.extended(
+                n_shown, (log_prob, prediction)
+            )
         else:
             # A record with a gap would misstate the stream: a call without recording ends it.
-            self.__dict__.pop("prequential_log_prob_", None)
-            self.__dict__.pop("prequential_prediction_", None)
+            for name in ("prequential_log_prob_", "prequential_prediction_", "_prequential_record"):
+                self.__dict__.pop(name, None)
         return obs_noise
 
     def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):

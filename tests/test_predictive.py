@@ -2,6 +2,9 @@
 independent references: closed-form Bayesian linear regression, dense ``J Sigma J^T``,
 Gauss-Hermite quadrature and Monte-Carlo error bounds."""
 
+import copy
+import pickle
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -346,6 +349,42 @@ def test_failed_partial_fit_keeps_the_prequential_record():
     with pytest.raises(ValueError):
         clf.partial_fit(X[:3, :2], y[:3])
     np.testing.assert_array_equal(clf.prequential_log_prob_, before)
+
+
+def test_record_grown_call_by_call_is_the_calls_records_joined_and_each_copy_keeps_its_own():
+    """The record grows in place (a stream of one-row calls must not copy it every call); the
+    reference is each call's own record, taken by an estimator that starts recording at that
+    call. A shallow copy and an unpickled estimator go on with records of their own."""
+    X, y = load_iris(return_X_y=True)
+    X = X / 8
+    params = dict(hidden_layer_sizes=(3,), shuffle=False, random_state=0)
+
+    def record_of_call(n_before, stop):
+        """The record of rows n_before:stop, by an estimator that learned the rows before unrecorded."""
+        est = BONGClassifier(**params).partial_fit(X[:n_before], y[:n_before], classes=[0, 1, 2])
+        est.set_params(prequential=True).partial_fit(X[n_before:stop], y[n_before:stop])
+        return est.prequential_log_prob_, est.prequential_prediction_
+
+    clf = BONGClassifier(**params).partial_fit(X[:10], y[:10], classes=[0, 1, 2]).set_params(prequential=True)
+    # One-row calls, past several doublings of the spare room (to 62 rows at the 31st).
+    for i in range(10, 41):
+        clf.partial_fit(X[i : i + 1], y[i : i + 1])
+    expected = record_of_call(10, 41)
+    np.testing.assert_allclose(clf.prequential_log_prob_, expected[0], rtol=1e-6)
+    np.testing.assert_allclose(clf.prequential_prediction_, expected[1], rtol=1e-6)
+    assert not clf.prequential_log_prob_.flags.writeable  # a view of the record's rows
+
+    twin, thawed = copy.copy(clf), pickle.loads(pickle.dumps(clf))
+    shown = clf.prequential_log_prob_.copy()
+    clf.partial_fit(X[41:51], y[41:51])  # in place: the spare room holds them
+    twin.partial_fit(X[61:66], y[61:66])  # those rows are clf's now: the twin copies
+    thawed.partial_fit(X[41:51], y[41:51])
+    later = record_of_call(41, 51)[0]
+    np.testing.assert_allclose(clf.prequential_log_prob_, np.concatenate([shown, later]), rtol=1e-6)
+    np.testing.assert_array_equal(thawed.prequential_log_prob_, clf.prequential_log_prob_)
+    assert twin.prequential_log_prob_.shape == (36,)
+    np.testing.assert_array_equal(twin.prequential_log_prob_[:31], shown)
+    assert not np.allclose(twin.prequential_log_prob_[31:], clf.prequential_log_prob_[31:36])
 
 
 # ------------------------------------------------------- 5. calibration on real data

@@ -153,7 +153,9 @@ _SHARED_PARAMS_DOC = """
         constant; a module in training mode, whose call changes it, is refused (call
         ``module.eval()`` first). ``fit`` checks its widths and never changes it; it
         uses the module as it is at ``fit``, so changing the object in place
-        afterwards (its weights or buffers) has no effect until the next ``fit``. A
+        afterwards (its weights or buffers) has no effect until the next ``fit``; so has
+        another module of the same structure set with ``set_params`` (``partial_fit``
+        warns once that its weights are unused; one of another structure is refused). A
         callable ``model(n_features, n_outputs, rngs=rngs)`` that returns such a module: a
         factory, built at ``fit`` with ``rngs = nnx.Rngs(seed)`` drawn from
         ``random_state`` (what a search or ``check_estimator`` needs, since the widths
@@ -411,7 +413,7 @@ def _jax_function(namespace: str, name: str):
 
 #: Attributes that hold a module given as ``model``, or structures taken from it
 #: (``_validated_params`` holds the parameters' values).
-_MODULE_ATTRIBUTES = ("model", "_fitted_model", "_fitted_structure", "_spec", "_validated_params")
+_MODULE_ATTRIBUTES = ("model", "_fitted_model", "_unused_model", "_fitted_structure", "_spec", "_validated_params")
 
 
 class _ModulePickler(pickle.Pickler):
@@ -1183,6 +1185,7 @@ class _BaseBONG(BaseEstimator):
         else:
             self._check_structure()
             self._warn_if_sigma0_unused()
+            self._warn_if_model_unused()
             seed, spec, prior_mean = self._seed, self._spec, self._prior_mean
         # Said once per value of rank, not on every partial_fit call; not of the default,
         # which a network of at most 10 weights caps without a choice of the user's.
@@ -1569,6 +1572,7 @@ class _BaseBONG(BaseEstimator):
             self._prior_mean = prior_mean
             self._fitted_sigma0 = copy.deepcopy(self.sigma0)
             self.__dict__.pop("_unused_sigma0", None)
+            self.__dict__.pop("_unused_model", None)
         obs_noise = np.asarray(hyper.obs_noise, np.float64)
         if grid is not None:
             if adaptive:
@@ -1882,6 +1886,29 @@ class _BaseBONG(BaseEstimator):
             elif config.dynamics.innovation_scale:
                 innovations = innovations + out[3]
         return state, hyper, valid, innovations
+
+    def _warn_if_model_unused(self) -> None:
+        """Say, once per module, that a module set as ``model`` after the fit does nothing to
+        partial_fit: its structure is the fitted one (``_check_structure`` refused any other),
+        so what differs is its weights, the prior mean, which entered with the first call. A
+        module whose weights are that prior mean (a copy of the fitted one) changes nothing
+        and is taken as the fitted module, silently."""
+        model = self.model
+        if not _is_module(model) or any(model is self.__dict__.get(name) for name in ("_fitted_model", "_unused_model")):
+            return
+        from .core._models import module_params
+
+        weights = np.asarray(module_params(model)).astype(self._prior_mean.dtype)
+        if np.array_equal(weights, self._prior_mean):
+            self._fitted_model = model
+            return
+        self._unused_model = model
+        _warn(
+            "model was set to another module after the fit: partial_fit goes on with the fitted posterior, "
+            "and the new module's weights, a prior mean, have no effect (the prior entered with the first "
+            "call). Call fit to start from its weights.",
+            UserWarning,
+        )
 
     def _warn_if_sigma0_unused(self) -> None:
         """Say, once per value, that a sigma0 set after the fit does nothing to partial_fit:

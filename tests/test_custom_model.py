@@ -7,6 +7,7 @@ the estimator given the same MLP; a custom network must get every feature the ML
 import copy
 import io
 import pickle
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -249,11 +250,35 @@ def test_state_besides_the_weights_is_held_constant_and_training_mode_refused(di
     np.testing.assert_array_equal(restored.predict_proba(X), got.predict_proba(X))
 
 
+def test_a_module_set_after_fit_warns_once_unless_it_is_a_copy_of_the_fitted_one(digits):
+    # Its weights are a prior mean, which only fit takes: partial_fit going on without them,
+    # silently, would let a user believe they act (as for sigma0, which warns alike).
+    X, y = digits[0][:60], digits[1][:60]
+    module = ImageCNN(rngs=nnx.Rngs(0))
+    clf = BONGClassifier(model=module, random_state=0).fit(X[:30], y[:30])
+    mean = clf.posterior_.mean.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        clf.set_params(model=nnx.clone(module)).partial_fit(X[30:40], y[30:40])  # the same weights
+        restored = pickle.loads(pickle.dumps(clf))  # keeps which module is the fitted one
+        restored.partial_fit(X[40:50], y[40:50])
+    other = ImageCNN(rngs=nnx.Rngs(7))
+    with pytest.warns(UserWarning, match="model was set to another module after the fit"):
+        clf.set_params(model=other).partial_fit(X[40:50], y[40:50])
+    np.testing.assert_array_equal(clf.posterior_.mean, restored.posterior_.mean)  # the weights did nothing
+    assert not np.array_equal(clf.posterior_.mean, mean)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        clf.partial_fit(X[50:60], y[50:60])  # said once per module
+        clf.fit(X[:30], y[:30]).partial_fit(X[30:40], y[30:40])  # a new fit adopted it
+
+
 def test_a_model_of_another_structure_after_fit_is_refused(digits):
     X, y = digits[0][:60], digits[1][:60]
     clf = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(X, y)
-    clf.set_params(model=ImageCNN(rngs=nnx.Rngs(7)))  # same structure, other weights: fine
-    clf.partial_fit(X, y)
+    clf.set_params(model=ImageCNN(rngs=nnx.Rngs(7)))  # same structure, other weights: told they do nothing
+    with pytest.warns(UserWarning, match=r"another module after the fit.*weights, a prior mean, have no effect"):
+        clf.partial_fit(X, y)
     clf.predict(X)
     clf.set_params(model=FeatureConv(64, 10, rngs=nnx.Rngs(0)))
     with pytest.raises(ValueError, match="model changed since the posterior was fitted"):

@@ -366,7 +366,7 @@ def test_record_grown_call_by_call_is_the_calls_records_joined_and_each_copy_kee
         return est.prequential_log_prob_, est.prequential_prediction_
 
     clf = BONGClassifier(**params).partial_fit(X[:10], y[:10], classes=[0, 1, 2]).set_params(prequential=True)
-    # One-row calls, past several doublings of the spare room (to 62 rows at the 31st).
+    # One-row calls, past several doublings of the spare room (to 46 rows at the 23rd: room for 10 more).
     for i in range(10, 41):
         clf.partial_fit(X[i : i + 1], y[i : i + 1])
     expected = record_of_call(10, 41)
@@ -385,6 +385,11 @@ def test_record_grown_call_by_call_is_the_calls_records_joined_and_each_copy_kee
     assert twin.prequential_log_prob_.shape == (36,)
     np.testing.assert_array_equal(twin.prequential_log_prob_[:31], shown)
     assert not np.allclose(twin.prequential_log_prob_[31:], clf.prequential_log_prob_[31:36])
+    # An estimator pickled before records grew in place holds the record alone; it goes on from it.
+    del thawed.__dict__["_prequential_record"]
+    thawed.partial_fit(X[51:53], y[51:53])
+    np.testing.assert_array_equal(thawed.prequential_log_prob_[:41], clf.prequential_log_prob_)
+    assert thawed.prequential_log_prob_.shape == (43,)
 
 
 # ------------------------------------------------------- 5. calibration on real data

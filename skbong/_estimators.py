@@ -2459,7 +2459,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         for each observation, evaluated before it updated the posterior, in the order
         absorbed (``fit`` with ``shuffle=True`` absorbs a permutation), accumulated over
         the calls made with ``prequential=True`` since ``fit``; a call with
-        ``prequential=False`` removes it.
+        ``prequential=False`` removes it. A read-only view of the rows that later calls
+        append to (its own rows never change; copy it to write into it).
     prequential_prediction_ : ndarray of shape (n_recorded, n_classes)
         The matching one-step-ahead class probabilities.
 
@@ -2880,7 +2881,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         ``sigma0="auto"``, the model average of the prior scales' records at the noise
         ``R_0`` they share, their evidence), in the order absorbed, accumulated over the
         calls made with ``prequential=True`` since ``fit``; a call with
-        ``prequential=False`` removes it.
+        ``prequential=False`` removes it. A read-only view of the rows that later calls
+        append to (its own rows never change; copy it to write into it).
     prequential_prediction_ : ndarray of shape (n_recorded,) or (n_recorded, n_outputs)
         The matching one-step-ahead predictive means.
 

@@ -343,6 +343,36 @@ _SHARED_ATTRIBUTES_DOC = """
 _DYNAMICS_PARAMETERS = ("dynamics_decay", "process_noise", "inflation", "inflation_alpha")
 
 
+#: Rows (of weight) before the outputs of a calibrated regressor are compared (see
+#: :func:`_output_scales_apart`): their scales' sampling spread, about ``sqrt(2 / n)`` in log,
+#: is then a fifth of ``log OUTPUT_SCALES_RATIO`` or less.
+OUTPUT_SCALES_AFTER = 50
+#: How far one output's own noise scale may lie from the scale ``c`` shared by all outputs
+#: (either way) before the regressor says so: 4, i.e. that output's predictive standard
+#: deviation twice or half what its errors call for (a 95% interval covering about 68% or
+#: 99.99% of its rows).
+OUTPUT_SCALES_RATIO = 4.0
+
+
+def _output_scales_apart(own: np.ndarray, shared: float) -> tuple[int, float] | None:
+    """``(k, factor)`` for the output ``k`` whose own noise scale lies furthest from the scale
+    ``shared`` by all outputs, ``factor`` times above or below it, where that is beyond
+    ``OUTPUT_SCALES_RATIO``; else None.
+
+    ``own`` holds, per output, the scale its errors alone call for: the mean of its squared
+    whitened one-step-ahead innovations (``skbong.core._dynamics.innovation_terms``; with
+    correlated outputs, those of each output given the ones before it), or for a
+    noise-scaled belief ``R_t / R_0``. In a model whose noise and prior share one scale
+    every whitened innovation has that scale, whatever the outputs' correlation, so scales
+    far apart mean the outputs need noise levels that one ``c`` cannot give them."""
+    own = np.asarray(own, np.float64)
+    if own.size < 2 or shared <= 0 or not np.all(own > 0):
+        return None
+    factors = np.maximum(own / shared, shared / own)
+    k = int(np.argmax(factors))
+    return (k, float(factors[k])) if factors[k] > OUTPUT_SCALES_RATIO else None
+
+
 def _inconsistent_innovations(call_sum: float, call_terms: float, previous_scale: float, previous_weight: float):
     """The filter-consistency test of a later call of a calibrated regressor (NIS test of
     Kalman filtering): ``(ratio, excess)`` where its one-step-ahead errors lie far outside
@@ -1820,6 +1850,7 @@ class _BaseBONG(BaseEstimator):
                 ),
                 ConvergenceWarning,
             )
+        self._warn_if_output_scales_apart(calibrated, scaled, n_seen, chosen, obs_noise, reference_noise, reset)
         for message in prior_advice:
             _warn(f"{type(self).__name__}: {message}", ConvergenceWarning)
         if self.prequential:
@@ -1838,6 +1869,36 @@ class _BaseBONG(BaseEstimator):
             for name in ("prequential_log_prob_", "prequential_prediction_", "_prequential_record"):
                 self.__dict__.pop(name, None)
         return obs_noise
+
+    def _warn_if_output_scales_apart(self, calibrated, scaled, n_seen, chosen, obs_noise, reference_noise, reset):
+        """Say, when it appears, that the outputs of a regressor with one fitted noise scale
+        ("calibrated") call for scales far apart (:func:`_output_scales_apart`): the scale
+        ``c`` shared by all outputs then gives some outputs predictive variances too wide
+        and others too narrow, which no other check sees (they score all outputs together)."""
+        apart = None
+        if calibrated and self._innovation_weight >= OUTPUT_SCALES_AFTER:
+            scales = (1.0 + np.asarray(self._innovation_sum)[chosen]) / (1.0 + self._innovation_weight)
+            shared = self.noise_scale_
+            apart = _output_scales_apart(scales, shared)
+        elif scaled and n_seen >= OUTPUT_SCALES_AFTER:  # c_t = R_t / R_0, averaged over the outputs
+            scales = np.asarray(obs_noise, np.float64) / np.asarray(reference_noise, np.float64)
+            shared = float(np.mean(scales))
+            apart = _output_scales_apart(scales, shared)
+        warned = not reset and self.__dict__.get("_output_scales_warned", False)
+        self._output_scales_warned = apart is not None
+        if apart is None or warned:
+            return
+        k, factor = apart
+        _warn(
+            f"{type(self).__name__}: its outputs' one-step-ahead errors call for noise scales far apart "
+            f"({np.array2string(scales, precision=3)} times the noise R_0, per output), but obs_noise="
+            f"{self.obs_noise!r} fits one scale c for all outputs: output {k}'s predictive variance is "
+            f"{factor:.3g} times {'smaller' if scales[k] > shared else 'larger'} than its errors call for "
+            "(one scale cannot match return_std to the errors of every output). Use obs_noise='adaptive', which "
+            "estimates the noise of each output, or one regressor per output "
+            "(sklearn.multioutput.MultiOutputRegressor).",
+            ConvergenceWarning,
+        )
 
     def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):
         """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`
@@ -2819,7 +2880,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         where ``c`` (``noise_scale_``) maximises the likelihood of the one-step-ahead
         predictions, in closed form the mean normalised innovation squared ``(y - f(x,
         mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen (with one
-        pseudo-row at ``c = 1``). The Hessian updates give the same means for every
+        pseudo-row at ``c = 1``). One ``c`` serves all outputs: where their errors call for
+        scales more than 4 times apart, the fit warns (use "adaptive", a noise per
+        output, or one regressor per output). The Hessian updates give the same means for every
         ``c``, so ``c`` only calibrates the predictive variances and the posterior
         covariance (exactly for "lin_hess"; "mc_hess" samples at the filter's own scale;
         ``benchmarks/noise_scale.py`` measures it). The empirical-Fisher curvatures

@@ -619,6 +619,37 @@ def test_a_fixed_noise_far_from_the_errors_warns_and_names_one_near_them(obs_noi
         BONGRegressor(hidden_layer_sizes=(16,), random_state=0).fit(X[:700], y[:700])
 
 
+@pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef"])
+def test_one_noise_scale_for_outputs_whose_errors_need_scales_far_apart_is_told(hessian):
+    """"calibrated" fits one noise scale ``c`` for all outputs. Three outputs of one linear
+    signal with noise standard deviations 0.05, 2 and a pure-noise one need scales orders of
+    magnitude apart: the held-out errors of the first lie far inside its return_std. The fit
+    says so, once, and names the output; "adaptive" (a noise per output) and outputs of equal
+    signal-to-noise say nothing."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((900, 2))
+    signal = X @ np.array([1.0, -2.0])
+    apart = np.c_[signal + 0.05 * rng.standard_normal(900), signal + 2 * rng.standard_normal(900), rng.standard_normal(900)]
+    alike = np.c_[signal, -signal, 2 * signal] + np.array([0.5, 0.5, 1.0]) * rng.standard_normal((900, 3))
+    params = dict(hidden_layer_sizes=(), family="fc", hessian=hessian, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        reg = BONGRegressor(**params).fit(X[:400], apart[:400])
+        reg.partial_fit(X[400:500], apart[400:500])  # said once while it lasts
+    messages = [str(w.message) for w in caught if "noise scales far apart" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert "output 0's predictive variance is" in messages[0] and "larger than its errors" in messages[0]
+    assert "obs_noise='adaptive'" in messages[0]
+    mean, std = reg.predict(X[500:], return_std=True)
+    mean_square_z = np.mean(((apart[500:] - mean) / std) ** 2, axis=0)
+    assert mean_square_z[0] < 0.25  # the output named: its errors lie far inside return_std
+    for obs_noise, Y in (("adaptive", apart), ("calibrated", alike)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            BONGRegressor(**{**params, "obs_noise": obs_noise}).fit(X[:400], Y[:400])
+        assert not [w for w in caught if "noise scales far apart" in str(w.message)], obs_noise
+
+
 @pytest.mark.parametrize("obs_noise", ["calibrated", "adaptive"])
 def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise):
     """Simple inflation discounts the prior with the data at every step (LO-FI Appendix

@@ -2938,7 +2938,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         + _HISTORY_DOC
         + """    prequential_log_prob_ : ndarray of shape (n_recorded,)
         With ``prequential=True``: ``log p(y_t | x_t, D_{1:t-1})`` (a density in the units
-        of ``y``) under the linearised predictive of :meth:`predict` for each observation,
+        of ``y``; with several outputs, the sum of each output's marginal log density, as
+        :meth:`predict` gives one standard deviation per output and no covariance between
+        them) under the linearised predictive of :meth:`predict` for each observation,
         evaluated before it updated the posterior (with ``obs_noise="calibrated"``, at the
         scale ``c`` fitted to the rows before it, as :meth:`predict` would have been; with
         ``sigma0="auto"``, the model average of the prior scales' records at the noise
@@ -3146,7 +3148,13 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
                 "obs_noise / Var(y)",
                 positive=True,
                 # y is standardised inside; the noise is the user's, in y's units squared
-                remedy=f"Give obs_noise in the units of y squared (Var(y) is {float(np.max(scale)) ** 2:.3g}), or use "
+                remedy="Give obs_noise in the units of y squared ("
+                + (
+                    f"Var(y) is {float(scale.ravel()[0]) ** 2:.3g}"
+                    if scale.size == 1
+                    else f"Var(y) per output: {np.array2string(np.ravel(scale) ** 2, precision=3)}"
+                )
+                + "), or use "
                 "obs_noise='calibrated' (the default), which fits the noise to the errors,",
             ),
             reference_noise=(

@@ -1019,6 +1019,10 @@ def test_a_fixed_obs_noise_out_of_range_is_told_to_come_in_the_units_of_y():
     with pytest.raises(ValueError, match="Give obs_noise in the units of y squared") as raised:
         BONGRegressor(hidden_layer_sizes=(), obs_noise=1.0).fit(X, 1e-20 * X[:, 0])
     assert "StandardScaler" not in str(raised.value)
+    # Several outputs: each one's variance, not the largest (which is not the one that overflows).
+    Y = X * np.array([1e3, 1.0, 1e-20])
+    with pytest.raises(ValueError, match=r"Var\(y\) per output: \[\S+e\+06 \S+ \S+e-41\]"):
+        BONGRegressor(hidden_layer_sizes=(), obs_noise=1.0).fit(X, Y)
 
 
 def test_a_classifier_not_learning_with_an_empirical_fisher_is_not_told_of_observation_noise():

@@ -1815,10 +1815,26 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
             )
         elif condition == "noise_mismatch":
-            ratio = health.mean_square_error() / float(np.mean(obs_noise))
-            # obs_noise is in the filter's standardised units; the advice is in the user's.
-            suggested = obs_noise * ratio * (1.0 if y_loc_scale is None else np.asarray(y_loc_scale[1]) ** 2)
-            narrow = ratio > 1
+            # Per output: obs_noise is in the filter's standardised units (each output's own),
+            # the advice in the user's, where the outputs' errors may differ by orders of magnitude.
+            ratios = health.mean_square_errors() / np.broadcast_to(np.asarray(obs_noise, np.float64), Y.shape[1:])
+            errors = health.mean_square_errors() * (1.0 if y_loc_scale is None else np.ravel(y_loc_scale[1]) ** 2)
+            narrow = bool(np.any(ratios > 1))
+            if ratios.size == 1:
+                how_far, too = f"{float(ratios[0]):.3g} times obs_noise", "small" if narrow else "large"
+            else:
+                how_far = f"{np.array2string(ratios, precision=3)} times obs_noise, per output"
+                too = (
+                    "small" if np.all(ratios > 1) else "large" if not narrow
+                    else f"small for output(s) {np.flatnonzero(ratios > 1).tolist()} and too large for the others"
+                )
+            if errors.size == 1 or errors.max() <= 4 * errors.min():
+                suggestion = f"a noise near {float(np.mean(errors)):.3g}"
+            else:
+                suggestion = (
+                    f"a noise per output near {np.array2string(errors, precision=3)}, which one obs_noise cannot give "
+                    "(use 'calibrated', 'adaptive', or one regressor per output)"
+                )
             # Static weights: no dynamics (dynamics_advice says nothing, as for drift_advice)
             # and no inflation.
             static_weights = not dynamics_advice and self.inflation is None
@@ -1831,18 +1847,18 @@ class _BaseBONG(BaseEstimator):
             _warn(
                 f"{mismatch} (obs_noise={self.obs_noise!r} plus the weights' uncertainty), is "
                 f"{health.noise_excess:.3g} nats per observation above that of the same predictions with the "
-                f"variance of their errors, whose squares averaged {ratio:.3g} times obs_noise. The standard "
-                f"deviations it predicts are too {'small' if narrow else 'large'}"
+                f"variance of their errors, whose squares averaged {how_far}. The standard "
+                f"deviations it predicts are too {too}"
                 + (
                     " (and, where obs_noise is the cause, each update trusts its row too much)."
-                    if narrow
+                    if np.all(ratios > 1)
                     else " (and, where obs_noise is the cause, each update learns too little from its row)."
+                    if not narrow
+                    else "."
                 )
                 + partial_covariance
                 + " Use obs_noise='calibrated' (the default), which scales the predictive variance to the errors, "
-                "or, where the errors are mostly observation noise, a noise near "
-                + (f"{float(suggested[0]):.3g}" if suggested.size == 1 else np.array2string(suggested, precision=3))
-                + "."
+                f"or, where the errors are mostly observation noise, {suggestion}."
                 + (
                     " If the data drift, static weights cannot follow them: set process_noise."
                     if narrow and static_weights

@@ -301,11 +301,12 @@ class StreamHealth(NamedTuple):
         Categorical: the same weighted sums of the Brier scores ``||p - e_y||^2`` of the
         two predictors' class probabilities. Zero otherwise (and in a state pickled before
         they were kept, which then tells garbage from overconfidence by the hits alone).
-    noise_loss, residual_square : float
+    noise_loss, residual_square : float, ndarray of shape (C,)
         Gaussian: the same weighted sums of the log-loss of the model's own one-step-ahead
         predictive (the filter's record: for a fixed noise, the linearised predictive, the
-        noise plus the weights' uncertainty) and of its squared residuals summed over the
-        outputs. Zero otherwise.
+        noise plus the weights' uncertainty), and of its squared residuals, per output (a
+        state pickled before they were kept per output holds their sum over the outputs, a
+        float). Zero otherwise.
     floored_baseline_loss : float or None
         Gaussian: the weighted sum of the constant predictor's log-loss with its variance
         at least the filter's noise ``R`` (module docstring), which ``far_worse`` compares
@@ -328,7 +329,7 @@ class StreamHealth(NamedTuple):
     model_brier: float = 0.0
     baseline_brier: float = 0.0
     noise_loss: float = 0.0
-    residual_square: float = 0.0
+    residual_square: np.ndarray | float = 0.0
     floored_baseline_loss: float | None = None
     weight_square: float | None = None
 
@@ -406,7 +407,19 @@ class StreamHealth(NamedTuple):
 
     def mean_square_error(self) -> float:
         """Gaussian: the weighted mean squared one-step-ahead residual per output."""
-        return self.residual_square / self.weight / self.baseline_stats.shape[1] if self.weight > 0 else np.nan
+        if self.weight <= 0:
+            return np.nan
+        return float(np.sum(self.residual_square)) / self.weight / self.baseline_stats.shape[1]
+
+    def mean_square_errors(self) -> np.ndarray:
+        """Gaussian: the weighted mean squared one-step-ahead residual of each output (each
+        the mean over the outputs in a state pickled before they were kept per output)."""
+        n_outputs = self.baseline_stats.shape[1]
+        if np.ndim(self.residual_square) == 0:
+            return np.full(n_outputs, self.mean_square_error())
+        if self.weight <= 0:
+            return np.full(n_outputs, np.nan)
+        return np.asarray(self.residual_square, np.float64) / self.weight
 
     @property
     def effective_rows(self) -> float:
@@ -577,8 +590,9 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         model_loss = shrink * health.model_loss - weights @ model
         if likelihood != "categorical" and model_log_probs is not None:
             noise_loss = _finite_or_inf(shrink * health.noise_loss - weights @ np.asarray(model_log_probs, np.float64))
-            squares = np.sum((Y - np.asarray(model_means, np.float64)[n_unscored:]) ** 2, axis=1)
-            residual_square = _finite_or_inf(shrink * health.residual_square + weights @ squares)
+            squares = (Y - np.asarray(model_means, np.float64)[n_unscored:]) ** 2
+            residual_square = shrink * health.residual_square + weights @ squares
+            residual_square = np.where(np.isfinite(residual_square), residual_square, np.inf)
     return StreamHealth(
         health.n_seen + n_unscored + n,
         health.n_scored + n,

@@ -619,6 +619,26 @@ def test_a_fixed_noise_far_from_the_errors_warns_and_names_one_near_them(obs_noi
         BONGRegressor(hidden_layer_sizes=(16,), random_state=0).fit(X[:700], y[:700])
 
 
+def test_a_fixed_noise_for_outputs_in_different_units_is_judged_per_output():
+    """One obs_noise (1.0) for three outputs whose noise variances are 0.09, 225 and 3.6e-5:
+    its standard deviations are too small for the second output only, and no single noise
+    suits all three. The warning says which output, and gives each output's mean squared
+    error in its units (the advice was once one value, wrong by orders of magnitude for
+    some output, and the direction of the average)."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((600, 2))
+    scales = np.array([1.0, 50.0, 0.02])
+    Y = (X @ rng.standard_normal((2, 3)) + 0.3 * rng.standard_normal((600, 3))) * scales + np.array([0, 100, -3])
+    with pytest.warns(ConvergenceWarning, match=r"does not match its errors") as caught:
+        reg = BONGRegressor(hidden_layer_sizes=(), family="fc", obs_noise=1.0, random_state=0).fit(X[:300], Y[:300])
+    message = next(str(w.message) for w in caught if "does not match" in str(w.message))
+    assert "too small for output(s) [1] and too large for the others" in message
+    suggested = np.array(re.search(r"a noise per output near \[([^\]]+)\]", message).group(1).split(), float)
+    mean_square_error = np.mean((reg.predict(X[300:]) - Y[300:]) ** 2, axis=0)
+    assert np.all((0.25 < suggested / mean_square_error) & (suggested / mean_square_error < 4))
+    assert "which one obs_noise cannot give" in message
+
+
 @pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef"])
 def test_one_noise_scale_for_outputs_whose_errors_need_scales_far_apart_is_told(hessian):
     """"calibrated" fits one noise scale ``c`` for all outputs. Three outputs of one linear

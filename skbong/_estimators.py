@@ -471,12 +471,16 @@ def _on_device(leaf):
     return leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf)
 
 
-@_jit((), cpu_options=CPU_RUN_ONCE_OPTIONS)
-def _stream_keys(seed: jax.Array) -> tuple[jax.Array, jax.Array]:
+@_jit("prng_impl", cpu_options=CPU_RUN_ONCE_OPTIONS)
+def _stream_keys(seed: jax.Array, prng_impl: str) -> tuple[jax.Array, jax.Array]:
     """The keys of the filter's draws and of the predictions, from one compiled call (once
     per seed, so compiled without backend optimisation: 0.055 -> 0.02 s of a first fit).
+    ``prng_impl`` (``jax_default_prng_impl``) is static: jit's cache does not tell the
+    implementations apart, and kept a threefry program that made keys of the wrong shape
+    under "rbg".
 
     Filter steps fold in indices below 2**31; predictions use their own stream."""
+    del prng_impl  # PRNGKey draws under the implementation in force
     key = jax.random.PRNGKey(seed)
     return key, jax.random.fold_in(key, np.uint32(2**32 - 1))
 
@@ -510,10 +514,16 @@ def _warn(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-@lru_cache(maxsize=256)
 def _seed_keys(seed: int) -> tuple[jax.Array, jax.Array]:
-    """:func:`_stream_keys` of a fitted seed, kept: every one-row call that draws needs them."""
-    return _stream_keys(np.int32(seed))
+    """:func:`_stream_keys` of a fitted seed, kept: every one-row call that draws needs them.
+    Kept per PRNG implementation too: keys made under ``jax_default_prng_impl="threefry"``
+    have another shape than under ``"rbg"``, and a process may switch between fits."""
+    return _kept_seed_keys(seed, jax.config.jax_default_prng_impl)
+
+
+@lru_cache(maxsize=256)
+def _kept_seed_keys(seed: int, prng_impl: str) -> tuple[jax.Array, jax.Array]:
+    return _stream_keys(np.int32(seed), prng_impl)
 
 
 def _stream_key(seed: int, stream: int, reader):

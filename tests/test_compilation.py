@@ -171,6 +171,30 @@ def test_a_deterministic_filter_runs_under_any_default_prng(prng_impl):
     assert np.all(np.isfinite(state.mean))
 
 
+def test_an_estimator_switched_to_another_default_prng_draws_with_it():
+    """A process that fitted under threefry and then sets jax_default_prng_impl="rbg": the
+    estimator's compiled programs that make keys (the seed's streams, the network's
+    initialiser) are cached per implementation, which jit's cache does not tell apart.
+    Before, the fit raised (threefry-shaped keys under rbg) and the weights were drawn with
+    threefry. Reference: the eager construction under rbg, which compiles nothing."""
+    from flax import nnx
+
+    from networks import assert_same_initial_weights
+    from skbong.core import MLP, build_module, module_params
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:60] / 16, y[:60]
+    params = dict(hidden_layer_sizes=(4,), hessian="mc_ef", n_mc_samples=3, predictive="mc", n_predictive_samples=5)
+    threefry = BONGClassifier(random_state=0, **params).fit(X, y)
+    with jax.default_prng_impl("rbg"):
+        rbg = BONGClassifier(random_state=0, **params).fit(X, y)
+        assert np.all(np.isfinite(rbg.predict_proba(X)))
+        eager = module_params(MLP((64, 4, 10), "relu", nnx.Rngs(7)))
+        assert_same_initial_weights(module_params(build_module(MLP, ((64, 4, 10), "relu"), 7)), eager)
+    assert not np.array_equal(module_params(MLP((64, 4, 10), "relu", nnx.Rngs(7))), eager)  # the PRNGs differ
+    assert not np.array_equal(rbg.posterior_.mean, threefry.posterior_.mean)
+
+
 def test_stochastic_filters_default_to_prng_key_zero():
     spec, X, Y = _small_stream(20)
     config = make_config(spec.apply, "categorical", "diag", algorithm="bong", hessian="mc_ef", n_mc_samples=3)

@@ -152,9 +152,12 @@ def flatten_module(module: nnx.Module, split: bool = False) -> tuple[Callable[[j
 
 
 @lru_cache(maxsize=64)
-def _compiled_initialiser(factory: Callable, args: tuple) -> Callable:
+def _compiled_initialiser(factory: Callable, args: tuple, prng_impl: str) -> Callable:
     """``seed -> state`` of ``factory(*args, rngs=nnx.Rngs(seed))``, compiled once per
-    ``(factory, args)`` (and backend, by ``jax.jit``)."""
+    ``(factory, args)`` and ``jax_default_prng_impl`` ``prng_impl`` (and backend, by
+    ``jax.jit``, whose cache does not tell the PRNG implementations apart: a process that
+    switched to "rbg" went on drawing its weights with threefry)."""
+    del prng_impl  # the cache's key: the keys are made under the implementation in force
 
     def initialise(seed):
         # nnx.Rngs(seed) makes jax.random.key(seed) of a Python int; a traced seed needs the key.
@@ -179,7 +182,7 @@ def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
     hashed, or that does not return a module, runs eagerly.
     """
     try:
-        initialiser = _compiled_initialiser(factory, args)
+        initialiser = _compiled_initialiser(factory, args, jax.config.jax_default_prng_impl)
         abstract = nnx.eval_shape(lambda: factory(*args, rngs=nnx.Rngs(0)))
     except Exception:  # unhashable, or not a module builder: build eagerly, so that the
         # caller sees what the factory itself does and returns

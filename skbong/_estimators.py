@@ -446,14 +446,25 @@ def _jax_function(namespace: str, name: str):
 _MODULE_ATTRIBUTES = ("model", "_fitted_model", "_unused_model", "_fitted_structure", "_spec", "_validated_params")
 
 
-class _ModulePickler(pickle.Pickler):
-    """Pickles JAX's function objects (:func:`_jax_function_objects`) by name."""
+try:  # a dependency of joblib, whose loky backend pickles the tasks of n_jobs > 1 with it
+    from cloudpickle import Pickler as _BasePickler
+except ImportError:  # pragma: no cover
+    _BasePickler = pickle.Pickler
+
+
+class _ModulePickler(_BasePickler):
+    """Pickles JAX's function objects (:func:`_jax_function_objects`) by name, the rest as
+    cloudpickle does: a module whose class is defined in a script or a notebook
+    (``__main__``) by value, so that the workers of ``n_jobs > 1`` (loky, Dask), which
+    cannot import ``__main__``, load it (plain pickle stored the class by name, and a
+    search failed with "A task has failed to un-serialize")."""
 
     def reducer_override(self, obj):
         entry = _jax_function_objects().get(id(obj))
         if entry is not None and entry[0] is obj:
             return _jax_function, entry[1:]
-        return NotImplemented
+        parent = getattr(super(), "reducer_override", None)
+        return NotImplemented if parent is None else parent(obj)
 
 
 def _copy_module(module):

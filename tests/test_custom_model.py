@@ -120,6 +120,27 @@ def test_pickle_and_joblib_round_trip_then_partial_fit(model, digits):
     np.testing.assert_array_equal(copy_.predict_proba(X), clf.predict_proba(X))
 
 
+def test_a_module_whose_class_lives_in_a_script_pickles_by_value(digits):
+    # A class defined in a script or notebook (__main__) cannot be imported by loky's or
+    # Dask's workers: stored by name, a search with n_jobs=2 failed to unpickle its tasks.
+    # Here the class is not even in the __main__ of this process: only a copy by value loads.
+    class ScriptNet(nnx.Module):
+        def __init__(self, rngs):
+            self.hidden, self.out = nnx.Linear(64, 6, rngs=rngs), nnx.Linear(6, 10, rngs=rngs)
+
+        def __call__(self, x):
+            return self.out(nnx.tanh(self.hidden(x)))
+
+    ScriptNet.__module__, ScriptNet.__qualname__ = "__main__", "ScriptNet"
+    X, y = digits[0][:80], digits[1][:80]
+    clf = BONGClassifier(model=ScriptNet(nnx.Rngs(0)), random_state=0).fit(X[:60], y[:60])
+    loaded = pickle.loads(pickle.dumps(clf))  # by name, the dump itself failed
+    np.testing.assert_array_equal(loaded.predict_proba(X[60:]), clf.predict_proba(X[60:]))
+    loaded.partial_fit(X[60:], y[60:])  # the structure is the fitted one
+    clf.partial_fit(X[60:], y[60:])
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
 def test_clones_and_a_sigma0_search_never_recompile(digits):
     X, y = digits[0][:120], digits[1][:120]
     module = ImageCNN(rngs=nnx.Rngs(0))

@@ -892,7 +892,9 @@ class _BaseBONG(BaseEstimator):
         try:
             yield
         except BaseException:
-            self.__dict__.clear()
+            # Never cleared first: a thread reading the estimator meanwhile would find it unfitted.
+            for name in [name for name in self.__dict__ if name not in saved]:
+                del self.__dict__[name]
             self.__dict__.update(saved)
             if n_records is not None:
                 del self.history_[n_records:]
@@ -2333,7 +2335,12 @@ class _BaseBONG(BaseEstimator):
         posterior = self.posterior_
         if not all(isinstance(leaf, jax.Array) for leaf in posterior):
             with _x64_scope(self.dtype):
-                posterior = self.posterior_ = jax.tree_util.tree_map(_on_device, posterior)
+                moved = jax.tree_util.tree_map(_on_device, posterior)
+            # Kept only if no partial_fit (in another thread) replaced the posterior meanwhile:
+            # a prediction must never put back an older one.
+            if self.__dict__.get("posterior_") is posterior:
+                self.posterior_ = moved
+            posterior = moved
         return posterior
 
     def _running_belief(self, config):
@@ -2473,6 +2480,18 @@ class _BaseBONG(BaseEstimator):
             _ModulePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(held)
             state["_pickled_module"] = buffer.getvalue()
         return state
+
+    def __copy__(self):
+        """A snapshot that shares the fitted arrays, which no call changes in place (it
+        makes new ones), and copies ``history_``, which calls extend: constant time apart
+        from that list, where going through ``__getstate__`` moved the posterior to the
+        host and pickled a module. What to serve predictions from while another thread
+        goes on fitting this estimator (docs/user_guide.rst, "Threads")."""
+        copied = type(self).__new__(type(self))
+        copied.__dict__.update(self.__dict__)
+        if "history_" in copied.__dict__:
+            copied.history_ = list(self.history_)
+        return copied
 
     def __setstate__(self, state):
         pickled = state.pop("_pickled_module", None)

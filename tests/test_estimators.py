@@ -1,5 +1,6 @@
 """Behaviour of BONGClassifier / BONGRegressor beyond check_estimator."""
 
+import copy
 import pickle
 import warnings
 from functools import partial
@@ -616,6 +617,25 @@ def test_step_beyond_the_device_memory_raises_memory_error_and_keeps_the_state()
         est.partial_fit(X, Y)
     _assert_same_state(before, est.__dict__)
     np.testing.assert_array_equal(est.predict(X[:5]), predicted)
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
+def test_a_shallow_copy_is_a_snapshot_that_later_calls_leave_alone(make):
+    # What the user guide serves predictions from while the learner goes on: it shares the
+    # belief (no copy of the arrays, no trip through pickling) and sees none of the later calls.
+    X, y = _four_features()
+    y = y if make is BONGClassifier else X @ np.linspace(-1.0, 2.0, X.shape[1])
+    learner = make(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X[:40], y[:40])
+    snapshot = copy.copy(learner)
+    assert snapshot.posterior_ is learner.posterior_ and snapshot.history_ is not learner.history_
+    before = copy.deepcopy(learner)
+    predict = "predict_proba" if make is BONGClassifier else "predict"
+    learner.partial_fit(X[40:80], y[40:80])
+    np.testing.assert_array_equal(getattr(snapshot, predict)(X), getattr(before, predict)(X))
+    assert snapshot.t_ == 40 and snapshot.history_ == before.history_
+    assert not np.array_equal(getattr(learner, predict)(X), getattr(snapshot, predict)(X))
+    snapshot.partial_fit(X[40:80], y[40:80])  # and it goes on as the learner did
+    np.testing.assert_array_equal(getattr(snapshot, predict)(X), getattr(learner, predict)(X))
 
 
 def test_sigma0_changed_after_fit_warns_once_that_partial_fit_goes_on_without_it():

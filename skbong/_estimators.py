@@ -3294,11 +3294,24 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         # Only the weights' ratios matter: relative to the largest, their sum cannot overflow.
         weights = np.ones(Y.shape[0]) if sample_weight is None else sample_weight / np.max(sample_weight)
         loc = np.average(Y, axis=0, weights=weights)
-        scale = np.sqrt(np.average((Y - loc) ** 2, axis=0, weights=weights))
+        # Squared relative to each output's largest deviation: an output of spread 1e-170
+        # squared underflowed to 0 and was taken as constant.
+        centred = Y - loc
+        peak = np.max(np.abs(centred), axis=0)
+        peak = np.where(peak > 0, peak, 1.0)
+        scale = peak * np.sqrt(np.average((centred / peak) ** 2, axis=0, weights=weights))
         if not np.all(np.isfinite(scale)):
             raise ValueError("y is too large to standardise in float64; scale it down.")
         constant = (scale <= 10 * np.finfo(np.float64).eps * np.abs(loc)) | (scale == 0)
         guessed = constant | (np.count_nonzero(weights) < 2)
+        with np.errstate(over="ignore", under="ignore"):
+            unsquarable = ~guessed & ((scale**2 < np.finfo(np.float64).tiny) | ~np.isfinite(scale**2))
+        if np.any(unsquarable):
+            k = int(np.flatnonzero(unsquarable)[0])
+            raise ValueError(
+                f"y's spread (standard deviation {scale[k]:.3g} for output {k}) is beyond what float64 can square, "
+                "which its variance and the noise in its units need: rescale y (e.g. by a power of ten)."
+            )
         return loc, np.where(guessed, 1.0, scale), guessed
 
     def predict(self, X, return_std=False):

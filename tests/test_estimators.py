@@ -1043,6 +1043,14 @@ def test_a_fixed_obs_noise_out_of_range_is_told_to_come_in_the_units_of_y():
     Y = X * np.array([1e3, 1.0, 1e-20])
     with pytest.raises(ValueError, match=r"Var\(y\) per output: \[\S+e\+06 \S+ \S+e-41\]"):
         BONGRegressor(hidden_layer_sizes=(), obs_noise=1.0).fit(X, Y)
+    # A spread whose square float64 cannot hold: said, rather than taken for a constant output
+    # (scale 1, predictions 1e168 times too wide) or a noise of NaN.
+    reg = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X, X[:, :2])
+    before = reg.predict(X)
+    for factor in (1e-170, 1e160):
+        with pytest.raises(ValueError, match=r"standard deviation \S+ for output 1\) is beyond what float64 can square"):
+            reg.fit(X, X[:, :2] * np.array([1.0, factor]))
+    np.testing.assert_array_equal(reg.predict(X), before)
 
 
 def test_a_classifier_not_learning_with_an_empirical_fisher_is_not_told_of_observation_noise():

@@ -97,7 +97,8 @@ def main():
             rows.append([name, "on" if prequential else "off", *(f"{times[c]:.2f}" for c in CHECKPOINTS),
                          f"{times[CHECKPOINTS[-1]] / times[CHECKPOINTS[0]]:.2f}"])
     header = ["tree", "prequential record", *(f"{c:,} rows seen" for c in CHECKPOINTS), "last / first"]
-    body = f"""Command: `python benchmarks/long_stream.py --baseline {args.baseline} --calls {args.calls} --rounds {args.rounds}`
+    command = f"python benchmarks/long_stream.py --baseline {args.baseline} --calls {args.calls} --rounds {args.rounds}"
+    body = f"""Command: `{command}`
 (baseline: commit `{args.baseline}`, checked out beside this tree; {args.rounds} fresh processes per row, in turns).
 
 Milliseconds of one one-row `partial_fit` call: the median over {args.calls} calls after the

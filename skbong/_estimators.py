@@ -1997,7 +1997,8 @@ class _BaseBONG(BaseEstimator):
         module whose weights are that prior mean (a copy of the fitted one) changes nothing
         and is taken as the fitted module, silently."""
         model = self.model
-        if not _is_module(model) or any(model is self.__dict__.get(name) for name in ("_fitted_model", "_unused_model")):
+        known = (self.__dict__.get("_fitted_model"), self.__dict__.get("_unused_model"))
+        if not _is_module(model) or any(model is module for module in known):
             return
         from .core._models import module_params
 

@@ -649,7 +649,8 @@ def test_one_noise_scale_for_outputs_whose_errors_need_scales_far_apart_is_told(
     rng = np.random.default_rng(1)
     X = rng.standard_normal((900, 2))
     signal = X @ np.array([1.0, -2.0])
-    apart = np.c_[signal + 0.05 * rng.standard_normal(900), signal + 2 * rng.standard_normal(900), rng.standard_normal(900)]
+    noise = rng.standard_normal((900, 3))
+    apart = np.c_[signal + 0.05 * noise[:, 0], signal + 2 * noise[:, 1], noise[:, 2]]
     alike = np.c_[signal, -signal, 2 * signal] + np.array([0.5, 0.5, 1.0]) * rng.standard_normal((900, 3))
     params = dict(hidden_layer_sizes=(), family="fc", hessian=hessian, random_state=0)
     with warnings.catch_warnings(record=True) as caught:

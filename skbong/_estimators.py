@@ -8,6 +8,7 @@ does with the posterior goes through :mod:`skbong.core`.
 from __future__ import annotations
 
 import contextlib
+import threading
 import copy
 import dataclasses
 import inspect
@@ -16,7 +17,7 @@ import os
 import pickle
 import sys
 import time
-from functools import lru_cache, partial
+from functools import lru_cache, partial, wraps
 import warnings
 from numbers import Integral, Real
 
@@ -673,6 +674,31 @@ def _average_over_members(
     )
 
 
+#: Held while a fit or partial_fit call commits its attributes (``_BaseBONG._fitting``):
+#: the test that no other call committed since this one began, and the commit, as one step.
+_COMMIT_LOCK = threading.Lock()
+
+
+def _reads_one_state(method):
+    """Run a method that only reads the fitted state on the attributes of one moment.
+
+    ``fit`` and ``partial_fit`` replace the estimator's ``__dict__`` in one assignment when
+    they succeed, never changing the dict that was there (``_BaseBONG._fitting``): the
+    method runs on a view that holds that dict, so a prediction made while another thread
+    fits reads every attribute from the state before that call or every one from the state
+    after it. Reading them one by one from the estimator mixed states: a probe's regressor,
+    serving while learning row by row, gave a few reads in a hundred the mean of one state
+    and the noise scale of another (``return_std`` 5-25% too small)."""
+
+    @wraps(method)
+    def read(self, *args, **kwargs):
+        view = type(self).__new__(type(self))
+        view.__dict__ = self.__dict__  # the dict object itself, not a copy
+        return method(view, *args, **kwargs)
+
+    return read
+
+
 class _GrowingRecord:
     """Rows that a stream of calls appends to, at an amortised constant cost a row.
 
@@ -868,10 +894,14 @@ class _BaseBONG(BaseEstimator):
     # ----------------------------------------------------------------- structure
     @contextlib.contextmanager
     def _fitting(self):
-        """Scope of a ``fit`` or ``partial_fit`` call: checks the parameters that the
-        declarative constraints cannot express, and puts every attribute back as it was
-        if the call raises, whatever writes it (``validate_data`` sets
-        ``n_features_in_`` before the data is checked further)."""
+        """Scope of a ``fit`` or ``partial_fit`` call, which works on the estimator it yields:
+        a shallow copy, whose attributes become this estimator's in one assignment of
+        ``__dict__`` when the call succeeds. A failed call therefore leaves every attribute
+        as it was, whatever wrote it (``validate_data`` sets ``n_features_in_`` before the
+        data is checked further), and a prediction made meanwhile in another thread sees
+        the state before the call or after it, never a mix (the read methods take the
+        attributes of one moment, :func:`_reads_one_state`). Also checks the parameters
+        that the declarative constraints cannot express."""
         self._check_params()
         # scikit-learn validates the parameters in fit and a first partial_fit only; here they
         # may change between partial_fit calls, so they are validated again when one has been
@@ -880,27 +910,37 @@ class _BaseBONG(BaseEstimator):
         validated = self.__dict__.get("_validated_params", ())
         if len(validated) != len(params) or any(a is not b for a, b in zip(validated, params)):
             self._validate_params()
-        saved = self.__dict__.copy()
         # Two things change in place rather than by a new attribute: history_, which a call
         # extends (copying it would make a stream of one-row calls quadratic), and a
         # RandomState given as random_state, from which a call draws its seed. They are put
         # back too, so that a retry after a failed call starts where the failed one did.
-        n_records = len(saved["history_"]) if "history_" in saved else None
+        n_records = len(self.history_) if "history_" in self.__dict__ else None
         random_state = self.random_state
         generator_state = random_state.get_state() if isinstance(random_state, np.random.RandomState) else None
-        self._validated_params = params
+        original = self.__dict__
+        work = type(self).__new__(type(self))
+        work.__dict__ = dict(original)
+        work._validated_params = params
         try:
-            yield
+            yield work
         except BaseException:
-            # Never cleared first: a thread reading the estimator meanwhile would find it unfitted.
-            for name in [name for name in self.__dict__ if name not in saved]:
-                del self.__dict__[name]
-            self.__dict__.update(saved)
             if n_records is not None:
                 del self.history_[n_records:]
             if generator_state is not None:
                 random_state.set_state(generator_state)
             raise
+        with _COMMIT_LOCK:
+            overtaken = self.__dict__ is not original
+            if not overtaken:
+                self.__dict__ = work.__dict__
+        if overtaken:
+            # Committing would silently drop the other call's rows; its records stay in history_.
+            raise RuntimeError(
+                f"{type(self).__name__}: another fit or partial_fit call on this estimator finished while this one "
+                "ran (two threads fitting one estimator at once): this call's rows were not absorbed, and the "
+                "estimator holds the other call's result. Call fit and partial_fit from one thread at a time; "
+                "predictions may run in other threads meanwhile."
+            )
 
     def _check_params(self) -> None:
         # scikit-learn's Interval(Real) and Interval(Integral) accept True and False.
@@ -2385,6 +2425,7 @@ class _BaseBONG(BaseEstimator):
             # computed where the belief lives (the device it was fitted on)
             return config.family.rescale_precision(self.posterior_, np.asarray(1.0 / scale, self.dtype), 0.0)
 
+    @_reads_one_state
     def sample_params(self, n_samples=1, random_state=None):
         """Draw flat parameter vectors from the posterior ``q(theta)``.
 
@@ -2420,11 +2461,13 @@ class _BaseBONG(BaseEstimator):
         return draws.astype(np.float64)
 
     @property
+    @_reads_one_state
     def coefs_(self) -> list[np.ndarray]:
         """The posterior mean of each dense layer's weights (see the Attributes section)."""
         return self._mean_layers()[0]
 
     @property
+    @_reads_one_state
     def intercepts_(self) -> list[np.ndarray]:
         """The posterior mean of each dense layer's biases (see the Attributes section)."""
         return self._mean_layers()[1]
@@ -2486,8 +2529,7 @@ class _BaseBONG(BaseEstimator):
         """A snapshot that shares the fitted arrays, which no call changes in place (it
         makes new ones), and copies ``history_``, which calls extend: constant time apart
         from that list, where going through ``__getstate__`` moved the posterior to the
-        host and pickled a module. What to serve predictions from while another thread
-        goes on fitting this estimator (docs/user_guide.rst, "Threads")."""
+        host and pickled a module (docs/user_guide.rst, "Threads")."""
         copied = type(self).__new__(type(self))
         copied.__dict__.update(self.__dict__)
         if "history_" in copied.__dict__:
@@ -2698,24 +2740,24 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         self : BONGClassifier
         """
-        with self._fitting():
-            X, y = validate_data(self, X, y, **_X_FORMAT)
+        with self._fitting() as est:
+            X, y = validate_data(est, X, y, **_X_FORMAT)
             check_classification_targets(y)
-            sample_weight = self._sample_weight(sample_weight, X)
+            sample_weight = est._sample_weight(sample_weight, X)
             classes = np.unique(y)
-            self._check_two_classes(classes)
-            Y = self._one_hot(y, classes)
-            sample_weight = self._with_class_weight(sample_weight, y, classes, partial=False)
-            self._fit_stream(
+            est._check_two_classes(classes)
+            Y = est._one_hot(y, classes)
+            sample_weight = est._with_class_weight(sample_weight, y, classes, partial=False)
+            est._fit_stream(
                 X,
                 Y,
                 reset=True,
-                n_passes=self.max_iter,
+                n_passes=est.max_iter,
                 obs_noise=np.ones(1),
-                shuffle=self.shuffle,
+                shuffle=est.shuffle,
                 sample_weight=sample_weight,
             )
-            self.classes_ = classes
+            est.classes_ = classes
         return self
 
     def _with_class_weight(self, sample_weight, y, classes, *, partial: bool):
@@ -2761,9 +2803,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         -------
         self : BONGClassifier
         """
-        with self._fitting():
-            first_call = not hasattr(self, "posterior_")
-            X, y = validate_data(self, X, y, reset=first_call, **_X_FORMAT)
+        with self._fitting() as est:
+            first_call = not hasattr(est, "posterior_")
+            X, y = validate_data(est, X, y, reset=first_call, **_X_FORMAT)
             if first_call:  # later calls refuse any label outside classes_ (_one_hot)
                 check_classification_targets(y)
                 if classes is None:
@@ -2778,21 +2820,22 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
                 if classes.dtype.kind in "fc" and not np.all(np.isfinite(classes)):
                     raise ValueError(f"classes must not contain NaN or infinite labels; got {given!r}.")
             else:
-                if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), self.classes_):
+                if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), est.classes_):
                     raise ValueError(
                         f"`classes={classes!r}` is not the same as on the first call to partial_fit "
-                        f"({self.classes_!r})."
+                        f"({est.classes_!r})."
                     )
-                classes = self.classes_
-            Y = self._one_hot(y, classes)
-            sample_weight = self._with_class_weight(self._sample_weight(sample_weight, X), y, classes, partial=True)
+                classes = est.classes_
+            Y = est._one_hot(y, classes)
+            sample_weight = est._with_class_weight(est._sample_weight(sample_weight, X), y, classes, partial=True)
             # obs_noise is unused by the categorical likelihood.
-            self._fit_stream(
+            est._fit_stream(
                 X, Y, reset=first_call, n_passes=1, obs_noise=np.ones(1), shuffle=False, sample_weight=sample_weight
             )
-            self.classes_ = classes
+            est.classes_ = classes
         return self
 
+    @_reads_one_state
     def predict_proba(self, X):
         """Class probabilities under the posterior predictive (see ``predictive``).
 
@@ -2810,6 +2853,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         """
         return np.exp(self.predict_log_proba(X))
 
+    @_reads_one_state
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`, computed in log space.
 
@@ -2828,6 +2872,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         # A probability that underflowed to zero has log -inf; NaN never is an answer.
         return self._refuse_non_finite(log_proba, allowed=np.isneginf(log_proba))
 
+    @_reads_one_state
     def predict(self, X):
         """Most probable class under :meth:`predict_proba`.
 
@@ -2842,6 +2887,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         log_proba = self.predict_log_proba(X)
         return self.classes_[np.argmax(log_proba, axis=1)]
 
+    @_reads_one_state
     def decision_function(self, X):
         """Confidence scores: log-odds (two classes) or log-probabilities under the predictive.
 
@@ -2866,6 +2912,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         log_proba = self.predict_log_proba(X)
         return log_proba[:, 1] - log_proba[:, 0] if log_proba.shape[1] == 2 else log_proba
 
+    @_reads_one_state
     def predict_with_params(self, X, params):
         """Class probabilities of the network at given weights, e.g. posterior draws.
 
@@ -3112,10 +3159,10 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         -------
         self : BONGRegressor
         """
-        with self._fitting():
-            X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **_X_FORMAT)
-            sample_weight = self._sample_weight(sample_weight, X)
-            self._absorb(X, y, reset=True, n_passes=self.max_iter, shuffle=self.shuffle, sample_weight=sample_weight)
+        with self._fitting() as est:
+            X, y = validate_data(est, X, y, multi_output=True, y_numeric=True, **_X_FORMAT)
+            sample_weight = est._sample_weight(sample_weight, X)
+            est._absorb(X, y, reset=True, n_passes=est.max_iter, shuffle=est.shuffle, sample_weight=sample_weight)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -3135,11 +3182,11 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         -------
         self : BONGRegressor
         """
-        with self._fitting():
-            first_call = not hasattr(self, "posterior_")
-            X, y = validate_data(self, X, y, reset=first_call, multi_output=True, y_numeric=True, **_X_FORMAT)
-            sample_weight = self._sample_weight(sample_weight, X)
-            self._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
+        with self._fitting() as est:
+            first_call = not hasattr(est, "posterior_")
+            X, y = validate_data(est, X, y, reset=first_call, multi_output=True, y_numeric=True, **_X_FORMAT)
+            sample_weight = est._sample_weight(sample_weight, X)
+            est._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
         return self
 
     def _noise_from_setting(self, scale: np.ndarray, n_outputs: int) -> np.ndarray:
@@ -3315,6 +3362,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             )
         return loc, np.where(guessed, 1.0, scale), guessed
 
+    @_reads_one_state
     def predict(self, X, return_std=False):
         """Predictive mean, and optionally standard deviation, of the targets.
 
@@ -3357,6 +3405,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         # The filter learns the standardised y: f(x) (y_scale) + y_mean, folded into the last layer.
         return kernel * self._y_scale, bias * self._y_scale + self._y_mean
 
+    @_reads_one_state
     def predict_with_params(self, X, params):
         """Predictions of the network at given weights, e.g. posterior draws.
 

@@ -2,6 +2,8 @@
 
 import copy
 import pickle
+import sys
+import threading
 import warnings
 from functools import partial
 
@@ -621,8 +623,8 @@ def test_step_beyond_the_device_memory_raises_memory_error_and_keeps_the_state()
 
 @pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor])
 def test_a_shallow_copy_is_a_snapshot_that_later_calls_leave_alone(make):
-    # What the user guide serves predictions from while the learner goes on: it shares the
-    # belief (no copy of the arrays, no trip through pickling) and sees none of the later calls.
+    # A snapshot (the user guide's "Threads"): it shares the belief (no copy of the arrays, no
+    # trip through pickling) and sees none of the later calls.
     X, y = _four_features()
     y = y if make is BONGClassifier else X @ np.linspace(-1.0, 2.0, X.shape[1])
     learner = make(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X[:40], y[:40])
@@ -636,6 +638,68 @@ def test_a_shallow_copy_is_a_snapshot_that_later_calls_leave_alone(make):
     assert not np.array_equal(getattr(learner, predict)(X), getattr(snapshot, predict)(X))
     snapshot.partial_fit(X[40:80], y[40:80])  # and it goes on as the learner did
     np.testing.assert_array_equal(getattr(snapshot, predict)(X), getattr(learner, predict)(X))
+
+
+def test_predictions_while_another_thread_learns_see_one_state_before_or_after_each_call():
+    # A regressor serving while it learns one row at a time. Read attribute by attribute, a
+    # prediction could take the belief of one state and the noise scale of the next: a probe
+    # saw 2-74 such reads in 600, return_std 5-25% too small. Every read must be one of the
+    # states a serial run passes through. Thread switches are forced often to give mixing
+    # every chance; a read either way is a pass, so the test cannot fail by chance.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=90)
+    learner = BONGRegressor(hidden_layer_sizes=(4,), random_state=0).fit(X[:50], y[:50])
+    serial, states = copy.deepcopy(learner), []
+    for i in range(50, 90):
+        states.append(np.c_[serial.predict(X[:5], return_std=True)])
+        serial.partial_fit(X[i : i + 1], y[i : i + 1])
+    states.append(np.c_[serial.predict(X[:5], return_std=True)])
+    reads, done = [], threading.Event()
+
+    def serve():
+        while not done.is_set():
+            reads.append(np.c_[learner.predict(X[:5], return_std=True)])
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        reader = threading.Thread(target=serve)
+        reader.start()
+        for i in range(50, 90):
+            learner.partial_fit(X[i : i + 1], y[i : i + 1])
+        done.set()
+        reader.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(reads) > 40
+    mixed = [r for r in reads if not any(np.array_equal(r, state) for state in states)]
+    assert not mixed, f"{len(mixed)} of {len(reads)} reads mixed two states"
+    np.testing.assert_array_equal(np.c_[learner.predict(X[:5], return_std=True)], states[-1])
+
+
+def test_a_call_overtaken_by_another_on_the_same_estimator_says_so_and_keeps_the_other():
+    # Two threads fitting one estimator: each call works on a copy, and the second to finish
+    # would overwrite the first's rows without a word. Here a second call finishes while the
+    # first runs (started from inside it, as another thread would).
+    X, y = _four_features()
+
+    class Overtaken(BONGClassifier):
+        def _fit_stream(self, *args, **kwargs):
+            if overtaker is not None and not overtaker.__dict__.get("_overtook"):
+                overtaker._overtook = True
+                learner.partial_fit(X[40:50], y[40:50])
+            return super()._fit_stream(*args, **kwargs)
+
+    overtaker = None
+    learner = Overtaken(hidden_layer_sizes=(4,), random_state=0).fit(X[:40], y[:40])
+    alone = copy.deepcopy(learner)
+    overtaker = learner
+    with pytest.raises(RuntimeError, match="another fit or partial_fit call on this estimator finished while"):
+        learner.partial_fit(X[50:60], y[50:60])
+    alone.partial_fit(X[40:50], y[40:50])
+    assert learner.t_ == 50
+    np.testing.assert_array_equal(learner.predict_proba(X), alone.predict_proba(X))
 
 
 def test_sigma0_changed_after_fit_warns_once_that_partial_fit_goes_on_without_it():

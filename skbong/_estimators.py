@@ -1870,7 +1870,13 @@ class _BaseBONG(BaseEstimator):
             else:
                 cause = (
                     f" The noise (obs_noise={self.obs_noise!r}) is fitted to all the rows so far and does not follow "
-                    "the errors of the latest ones." + (" If the data drift, set process_noise." if not dynamics_advice else "")
+                    "the errors of the latest ones"
+                    + (
+                        ": obs_noise='adaptive' follows a noise level that changes."
+                        if self.obs_noise == "calibrated"
+                        else "."
+                    )
+                    + (" If the data drift, set process_noise." if not dynamics_advice else "")
                 )
             _warn(
                 f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
@@ -1920,8 +1926,9 @@ class _BaseBONG(BaseEstimator):
                     else "."
                 )
                 + partial_covariance
-                + " Use obs_noise='calibrated' (the default), which scales the predictive variance to the errors, "
-                f"or, where the errors are mostly observation noise, {suggestion}."
+                + " Use obs_noise='calibrated' (the default), which scales the predictive variance to the errors"
+                + (", or 'adaptive', which follows a noise level that changes" if dynamics_advice else "")
+                + f", or, where the errors are mostly observation noise, {suggestion}."
                 + (
                     " If the data drift, static weights cannot follow them: set process_noise."
                     if narrow and static_weights
@@ -2121,9 +2128,11 @@ class _BaseBONG(BaseEstimator):
                 if fixed_scale
                 else ""
             )
+            # 1 - 1e-9 squared is 1 to three digits: the shrinkage as 1 - x, not as 1.
+            shrink = f"{decay**2:.3g}" if decay**2 < 0.999 else f"1 - {1 - decay**2:.3g}"
             return (
                 f" With dynamics_decay={decay!r} and no process_noise, every step shrinks the covariance by "
-                f"gamma^2 = {decay**2:.3g} until the belief collapses: add process_noise{keeps} or set "
+                f"gamma^2 = {shrink} until the belief collapses: add process_noise{keeps} or set "
                 "dynamics_decay=1."
             )
         causes = []
@@ -2133,6 +2142,19 @@ class _BaseBONG(BaseEstimator):
         if callable(decay) or decay != 1:
             shown = "a schedule" if callable(decay) else repr(decay)
             causes.append(f"dynamics_decay (now {shown}) moves the mean and the covariance at every step")
+        if self.inflation is not None:
+            # Inflation forgets too: a probe's inflation='simple' stream, diverged before any
+            # drift, was told that its static weights could not follow a drift.
+            causes.append(
+                f"inflation={self.inflation!r} (inflation_alpha now {self.inflation_alpha!r}) widens the covariance "
+                "at every step"
+                + (
+                    ", the prior's share with it (inflation='hybrid' or 'bayesian' keep the prior's variance as a "
+                    "bound)"
+                    if self.inflation == "simple"
+                    else ""
+                )
+            )
         if not causes:
             return ""
         return " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights."

@@ -360,6 +360,26 @@ def test_predictions_before_each_update_are_the_filters_own_one_step_ahead_recor
     np.testing.assert_allclose(log_probs, est.prequential_log_prob_[400:], rtol=1e-7, atol=1e-10)
 
 
+def test_inflation_is_named_among_the_dynamics_and_no_drift_is_blamed_on_static_weights():
+    # inflation='simple' on a stationary, separable stream: the posterior diverges at row
+    # 1316, before any change. The error called the weights static and blamed drift (a
+    # probe): inflation forgets too, and the remedy it needs ('hybrid') went unnamed.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2100, 2))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    clf = BONGClassifier(hidden_layer_sizes=(8,), inflation="simple", inflation_alpha=0.01, random_state=0)
+    with pytest.raises(FloatingPointError) as raised:
+        for start in range(0, 2100, 7):
+            clf.partial_fit(X[start : start + 7], y[start : start + 7], classes=[0, 1])
+    message = str(raised.value)
+    assert "inflation='simple' (inflation_alpha now 0.01) widens the covariance" in message
+    assert "inflation='hybrid' or 'bayesian' keep the prior's variance" in message
+    assert "over static weights stays confident" not in message and "drift" not in message
+    # A decay this close to 1 is said as such, not as a shrinkage by gamma^2 = 1.
+    with pytest.warns(UserWarning, match=r"gamma\^2 = 1 - 2e-09 until the belief collapses"):
+        BONGClassifier(hidden_layer_sizes=(8,), dynamics_decay=1 - 1e-9, random_state=0).fit(X[:50], y[:50])
+
+
 def test_a_stream_that_stops_learning_after_a_change_is_told_of_drift_not_only_of_sigma0():
     # A linear stream whose target flips sign at row 1000 (a probe's weight flip): the first
     # call after it is "not learning", and the advice must name drift and process_noise,

@@ -249,9 +249,9 @@ _SHARED_PARAMS_DOC = """
         ``p(y_t | x_t, mu_{t-1})`` (no validation split): the
         one-step-ahead predictions are those of the Bayesian model average over the scales,
         and the fitted posterior is the most probable scale's (``sigma0_``,
-        ``sigma0_weights_``). Past ``OCCAM_BURN_IN`` observations, a scale whose
-        log-evidence trails the best's by more than ``OCCAM_WINDOW`` nats is dropped for
-        good (Occam's window). A step costs about one single step per scale not dropped.
+        ``sigma0_weights_``). Past 512 observations, a scale whose log-evidence trails
+        the best's by more than 50 nats (posterior odds under e^-50) is dropped for good
+        (Occam's window). A step costs about one single step per scale not dropped.
     dynamics_decay : float in (0, 1] or callable, default=1.0
         ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. Below
         1 it needs ``process_noise``: without it every step shrinks the covariance by

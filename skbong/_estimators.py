@@ -8,7 +8,6 @@ does with the posterior goes through :mod:`skbong.core`.
 from __future__ import annotations
 
 import contextlib
-import threading
 import copy
 import dataclasses
 import inspect
@@ -16,6 +15,7 @@ import io
 import os
 import pickle
 import sys
+import threading
 import time
 from functools import lru_cache, partial, wraps
 import warnings
@@ -702,13 +702,14 @@ def _reads_one_state(method):
 class _GrowingRecord:
     """Rows that a stream of calls appends to, at an amortised constant cost a row.
 
-    The prequential record is read as ``rows[:n]`` of arrays kept with spare room (twice what
-    is filled when a later call makes them grow), so that a call writes its own rows only: concatenating the
-    whole record at every call made a stream of one-row calls quadratic (one-row
-    ``partial_fit`` of a 10-class MLP: 1.5 ms a call with 120 rows recorded, 9.1 ms with
-    500k). Estimators that share this object (``copy.copy``) each keep their own ``n``; only
-    the one whose record ends where the filled rows end writes in place, any other copies
-    its rows to fresh arrays first, so no estimator ever sees another's rows.
+    The prequential record is read as ``rows[:n]`` of arrays kept with spare room (twice
+    what is filled when a later call makes them grow), so that a call writes its own rows
+    only: concatenating the whole record at every call made a stream of one-row calls
+    quadratic (one-row ``partial_fit`` of a 10-class MLP: 1.5 ms a call with 120 rows
+    recorded, 9.1 ms with 500k). Estimators that share this object (``copy.copy``) each
+    keep their own ``n``; only the one whose record ends where the filled rows end writes
+    in place, any other copies its rows to fresh arrays first, so no estimator ever sees
+    another's rows.
     """
 
     def __init__(self, arrays: tuple[np.ndarray, ...]):
@@ -738,8 +739,7 @@ class _GrowingRecord:
                 grown = np.empty((spare, *rows.shape[1:]), dtype=rows.dtype)
                 grown[:n_shown] = old[:n_shown].reshape(n_shown, *rows.shape[1:])
                 arrays.append(grown)
-            record = _GrowingRecord.__new__(_GrowingRecord)
-            record._arrays = tuple(arrays)
+            record = _GrowingRecord(tuple(arrays))
         for array, rows in zip(record._arrays, new):
             array[n_shown:n_total] = rows
         record._filled = n_total
@@ -1886,8 +1886,9 @@ class _BaseBONG(BaseEstimator):
         elif condition == "noise_mismatch":
             # Per output: obs_noise is in the filter's standardised units (each output's own),
             # the advice in the user's, where the outputs' errors may differ by orders of magnitude.
-            ratios = health.mean_square_errors() / np.broadcast_to(np.asarray(obs_noise, np.float64), Y.shape[1:])
-            errors = health.mean_square_errors() * (1.0 if y_loc_scale is None else np.ravel(y_loc_scale[1]) ** 2)
+            errors = health.mean_square_errors()  # the filter's units
+            ratios = errors / np.broadcast_to(np.asarray(obs_noise, np.float64), Y.shape[1:])
+            errors = errors * (1.0 if y_loc_scale is None else np.ravel(y_loc_scale[1]) ** 2)
             narrow = bool(np.any(ratios > 1))
             if ratios.size == 1:
                 how_far, too = f"{float(ratios[0]):.3g} times obs_noise", "small" if narrow else "large"

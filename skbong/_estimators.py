@@ -679,6 +679,13 @@ def _average_over_members(
 _COMMIT_LOCK = threading.Lock()
 
 
+def _instance_over(estimator, attributes: dict):
+    """A new instance of ``estimator``'s class whose ``__dict__`` is ``attributes`` itself."""
+    instance = type(estimator).__new__(type(estimator))
+    instance.__dict__ = attributes
+    return instance
+
+
 def _reads_one_state(method):
     """Run a method that only reads the fitted state on the attributes of one moment.
 
@@ -692,9 +699,7 @@ def _reads_one_state(method):
 
     @wraps(method)
     def read(self, *args, **kwargs):
-        view = type(self).__new__(type(self))
-        view.__dict__ = self.__dict__  # the dict object itself, not a copy
-        return method(view, *args, **kwargs)
+        return method(_instance_over(self, self.__dict__), *args, **kwargs)
 
     return read
 
@@ -918,8 +923,7 @@ class _BaseBONG(BaseEstimator):
         random_state = self.random_state
         generator_state = random_state.get_state() if isinstance(random_state, np.random.RandomState) else None
         original = self.__dict__
-        work = type(self).__new__(type(self))
-        work.__dict__ = dict(original)
+        work = _instance_over(self, dict(original))
         work._validated_params = params
         try:
             yield work
@@ -2399,12 +2403,10 @@ class _BaseBONG(BaseEstimator):
         posterior = self.posterior_
         if not all(isinstance(leaf, jax.Array) for leaf in posterior):
             with _x64_scope(self.dtype):
-                moved = jax.tree_util.tree_map(_on_device, posterior)
-            # Kept only if no partial_fit (in another thread) replaced the posterior meanwhile:
-            # a prediction must never put back an older one.
-            if self.__dict__.get("posterior_") is posterior:
-                self.posterior_ = moved
-            posterior = moved
+                # Kept in the dict it was read from: the callers run on a read method's view or
+                # on a fit's working copy (_reads_one_state, _fitting), and no fit changes a
+                # dict in place, so an older posterior can never replace a newer one.
+                posterior = self.posterior_ = jax.tree_util.tree_map(_on_device, posterior)
         return posterior
 
     def _running_belief(self, config):
@@ -2553,8 +2555,7 @@ class _BaseBONG(BaseEstimator):
         makes new ones), and copies ``history_``, which calls extend: constant time apart
         from that list, where going through ``__getstate__`` moved the posterior to the
         host and pickled a module (docs/user_guide.rst, "Threads")."""
-        copied = type(self).__new__(type(self))
-        copied.__dict__.update(self.__dict__)
+        copied = _instance_over(self, dict(self.__dict__))
         if "history_" in copied.__dict__:
             copied.history_ = list(self.history_)
         return copied

@@ -293,11 +293,16 @@ def classifier(model: Model, method: Method, sigma0: float, lr: float, seed: int
                settings: Settings) -> BONGClassifier:
     """The estimator of one run: ``model``'s network for ``seed`` as the prior mean, the
     Monte-Carlo draws seeded by ``seed``, rows absorbed in the order given."""
+    # Settings only where they act: set elsewhere, the estimator warns that they do not.
+    acting = {
+        **({"rank": method.rank} if method.rank else {}),
+        **({"learning_rate": lr} if method.algorithm != "bong" else {}),
+        **({"n_inner_steps": settings.inner_steps} if method.algorithm in ("blr", "bbb") else {}),
+        **({"n_mc_samples": settings.mc_samples} if method.hessian.startswith("mc") else {}),
+    }
     return BONGClassifier(
-        model=model.build(seed), family=method.family, rank=method.rank or 1, algorithm=method.algorithm,
-        hessian=method.hessian, learning_rate=1.0 if method.algorithm == "bong" else lr,
-        n_inner_steps=settings.inner_steps if method.algorithm in ("blr", "bbb") else 1,
-        n_mc_samples=settings.mc_samples, sigma0=sigma0, random_state=seed,
+        model=model.build(seed), family=method.family, algorithm=method.algorithm, hessian=method.hessian,
+        sigma0=sigma0, random_state=seed, **acting,
     )
 
 

@@ -316,7 +316,12 @@ _SHARED_PARAMS_DOC = """
     hyperparameters may change between ``partial_fit`` calls (``sigma0`` acts only in
     ``fit`` and on the first ``partial_fit`` call: later calls go on with the scales
     fitted). A ``fit`` or ``partial_fit`` call that raises leaves the estimator as it
-    was."""
+    was. A parameter set away from its default where it cannot act (``learning_rate`` with
+    "bong", ``n_inner_steps`` with "bong" or "bog", ``n_mc_samples`` with a linearised
+    ``hessian``, ``diag_step`` outside the BONG step of the diagonal families, ``rank``
+    outside "dlr" and "slr", ``inflation_alpha`` without ``inflation``) makes them warn
+    (``UserWarning``, once per value), so that a search over it does not silently repeat
+    one fit."""
 
 _SHARED_ATTRIBUTES_DOC = """
     sigma0_ : float
@@ -508,6 +513,57 @@ def _marginal_variance_of(family, state) -> jax.Array:
 #: ``rank`` of the low-rank families unless given (a network with fewer weights caps it
 #: silently: a precision of rank P is a full one).
 DEFAULT_RANK = 10
+def _where_unused(name: str, params: dict) -> str | None:
+    """Why hyperparameter ``name`` cannot act under ``params`` (the estimator's), as
+    ``"with <setting>; it acts only <where>"``, or None where it acts. Each clause mirrors
+    where the core reads the value (``make_config``, the update rules, the families and
+    the dynamics)."""
+    algorithm, hessian, family = params["algorithm"], params["hessian"], params["family"]
+    if name == "learning_rate" and algorithm == "bong":
+        return (
+            "with algorithm='bong', which takes the unit natural-gradient step of BONG Eq. 5; "
+            "learning_rate acts only for algorithm='blr', 'bog' and 'bbb'"
+        )
+    if name == "n_inner_steps" and algorithm in ("bong", "bog"):
+        return (
+            f"with algorithm={algorithm!r}, which takes one step per update by definition (BONG "
+            "Eqs. 5 and 29); n_inner_steps acts only for algorithm='blr' and 'bbb'"
+        )
+    if name == "n_mc_samples" and hessian not in ("mc_hess", "mc_ef"):
+        return (
+            f"with hessian={hessian!r}, which draws no posterior samples; n_mc_samples acts "
+            "only for hessian='mc_hess' and 'mc_ef'"
+        )
+    if name == "diag_step":
+        for setting, acts in (
+            (f"family={family!r}", family in ("diag", "diag_mom")),
+            (f"algorithm={algorithm!r}", algorithm == "bong"),
+            (f"hessian={hessian!r}, whose curvature is not of low rank", hessian != "mc_hess"),
+        ):
+            if not acts:
+                return (
+                    f"with {setting}; diag_step acts only in the BONG step (algorithm='bong') of "
+                    "family='diag' and 'diag_mom' with hessian='lin_hess', 'lin_ef' or 'mc_ef'"
+                )
+    if name == "rank" and family not in ("dlr", "slr"):
+        return f"with family={family!r}; rank acts only for family='dlr' and 'slr'"
+    if name == "inflation_alpha" and params["inflation"] is None:
+        return "with inflation=None; inflation_alpha acts only with inflation='bayesian', 'simple' or 'hybrid'"
+    return None
+
+
+#: Hyperparameters that act only in some configurations, and those that decide where
+#: (:func:`_where_unused`).
+_CONDITIONAL_PARAMETERS = ("learning_rate", "n_inner_steps", "n_mc_samples", "diag_step", "rank", "inflation_alpha")
+_CONDITIONS = ("algorithm", "hessian", "family", "inflation")
+
+
+@lru_cache(maxsize=None)
+def _default_of(cls: type, name: str):
+    """The default of ``cls``'s constructor parameter ``name``."""
+    return inspect.signature(cls.__init__).parameters[name].default
+
+
 #: The code between a user's call and a warning of this module: skbong's, scikit-learn's
 #: and joblib's (which runs a search's fits).
 _LIBRARY_DIRECTORIES = tuple(
@@ -1306,19 +1362,7 @@ class _BaseBONG(BaseEstimator):
             # A degenerate model, not a failure the health checks can always see: the belief
             # grows certain without data and stops learning (r^2 0.002 on diabetes at 0.99).
             _warn(f"{type(self).__name__}:" + self._dynamics_advice(), UserWarning)
-        # Also said once per value: river drives one partial_fit call per row.
-        if (
-            self.algorithm == "bong"
-            and self.learning_rate != 1.0
-            and (reset or self.learning_rate != self.__dict__.get("_ignored_learning_rate"))
-        ):
-            self._ignored_learning_rate = self.learning_rate
-            _warn(
-                f"learning_rate={self.learning_rate} has no effect with algorithm='bong', which "
-                "takes the unit natural-gradient step of BONG Eq. 5; learning_rate acts only "
-                "for algorithm='blr', 'bog' and 'bbb'.",
-                UserWarning,
-            )
+        self._warn_of_unused_parameters(reset)
         X = self._in_dtype(X, "X", squared=True)
         Y = self._in_dtype(Y, "y")
         if reset:
@@ -2065,6 +2109,24 @@ class _BaseBONG(BaseEstimator):
             "call). Call fit to start from its weights.",
             UserWarning,
         )
+
+    def _warn_of_unused_parameters(self, reset: bool) -> None:
+        """Say that a hyperparameter set away from its default cannot act in this
+        configuration (:func:`_where_unused`), as scikit-learn's estimators do (e.g.
+        ``LogisticRegression``'s ``l1_ratio``): a search over it would silently repeat one
+        fit and report a meaningless best value. Said by ``fit`` and then once per value,
+        not on every ``partial_fit`` call (river drives one call per row)."""
+        params = {name: getattr(self, name) for name in _CONDITIONAL_PARAMETERS + _CONDITIONS}
+        said = {} if reset else self.__dict__.get("_unused_said", {})
+        for name in _CONDITIONAL_PARAMETERS:
+            value = params[name]
+            if value == _default_of(type(self), name) or (name in said and said[name] == value):
+                continue
+            reason = _where_unused(name, params)
+            if reason is not None:
+                said = {**said, name: value}
+                _warn(f"{name}={value!r} has no effect {reason}.", UserWarning)
+        self._unused_said = said
 
     def _warn_if_sigma0_unused(self) -> None:
         """Say, once per value, that a sigma0 set after the fit does nothing to partial_fit:

@@ -985,6 +985,50 @@ def test_learning_rate_with_bong_warns_that_it_has_no_effect():
         BONGClassifier(algorithm="blr", learning_rate=0.5, rank=3, random_state=0).fit(X, y)
 
 
+# (parameter, value, configuration, whether the value acts there): each configuration where
+# _where_unused says it cannot act and one or two where it does, across its clauses.
+_CONDITIONAL_CASES = [
+    ("n_inner_steps", 2, dict(algorithm="bong", family="dlr"), False),
+    ("n_inner_steps", 2, dict(algorithm="bog", family="diag", learning_rate=0.1), False),
+    ("n_inner_steps", 2, dict(algorithm="blr", family="diag", learning_rate=0.5), True),
+    ("n_inner_steps", 2, dict(algorithm="bbb", family="diag", hessian="mc_ef", learning_rate=0.1), True),
+    ("n_mc_samples", 3, dict(hessian="lin_hess", family="dlr"), False),
+    ("n_mc_samples", 3, dict(hessian="lin_ef", family="diag"), False),
+    ("n_mc_samples", 3, dict(hessian="mc_ef", family="dlr"), True),
+    ("n_mc_samples", 3, dict(hessian="mc_hess", family="diag"), True),
+    ("diag_step", "projected", dict(family="dlr"), False),
+    ("diag_step", "projected", dict(family="diag", hessian="mc_hess"), False),
+    ("diag_step", "projected", dict(family="diag", algorithm="blr", learning_rate=0.5), False),
+    ("diag_step", "projected", dict(family="diag"), True),
+    ("diag_step", "projected", dict(family="diag_mom", hessian="mc_ef"), True),
+    ("rank", 3, dict(family="diag"), False),
+    ("rank", 3, dict(family="fc"), False),
+    ("rank", 3, dict(family="dlr"), True),
+    ("inflation_alpha", 0.01, dict(family="dlr"), False),
+    ("inflation_alpha", 0.01, dict(family="dlr", inflation="hybrid"), True),
+]
+
+
+@pytest.mark.parametrize(
+    "name, value, config, acts", _CONDITIONAL_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(_CONDITIONAL_CASES)]
+)
+def test_a_parameter_that_cannot_act_warns_and_changes_nothing(name, value, config, acts):
+    # The warning is a claim about the filter: where it is given the fit must be bit-identical
+    # to the default's, and where it is not the value must reach the filter. A search over the
+    # parameter otherwise repeats one fit silently (issue 19, item 6, for learning_rate).
+    X, y = _four_features()
+    common = dict(hidden_layer_sizes=(4,), random_state=0, **config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        default = BONGClassifier(**common).fit(X, y)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            changed = BONGClassifier(**common, **{name: value}).fit(X, y)
+    said = [w for w in caught if f"{name}={value!r} has no effect" in str(w.message)]
+    same = all(np.array_equal(a, b) for a, b in zip(default.posterior_, changed.posterior_))
+    assert (len(said), same) == ((0, False) if acts else (1, True))
+
+
 def test_diag_step_reaches_the_filter(digits):
     # "projected" (BONG Eq. 212) and the default Kalman step give different posteriors; at a
     # wide prior the printed step overshoots and the Kalman one classifies better (without

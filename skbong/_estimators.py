@@ -3155,6 +3155,12 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     """
     )
 
+    # Under metadata routing a pipeline passes predict's return_std only where it is
+    # requested; requested by default, GridSearchCV(scoring=neg_nlpd_scorer) over a pipeline
+    # scores the predictive instead of NaN, with no set_predict_request (GroupKFold's groups
+    # are requested the same way).
+    __metadata_request__predict = {"return_std": True}
+
     _parameter_constraints: dict = {
         **_BaseBONG._parameter_constraints,
         "obs_noise": [StrOptions({"auto", "calibrated", "adaptive"}), Interval(Real, 0, None, closed="neither")],

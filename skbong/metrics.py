@@ -12,6 +12,7 @@ from numbers import Integral
 import numpy as np
 from scipy.stats import norm
 from sklearn.base import is_classifier
+from sklearn.utils import check_consistent_length, column_or_1d
 
 __all__ = [
     "categorical_nlpd",
@@ -27,7 +28,7 @@ def categorical_nlpd(y_true, log_proba, classes) -> float:
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, 1)
     log_proba : array-like of shape (n_samples, n_classes)
         Predictive log-probabilities, columns in the order of ``classes``.
     classes : array-like of shape (n_classes,)
@@ -36,13 +37,18 @@ def categorical_nlpd(y_true, log_proba, classes) -> float:
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        For labels not in ``classes``, or shapes that do not match.
     """
-    y_true = np.asarray(y_true)
     classes = np.asarray(classes)
+    y_true, log_proba = _labels_and_columns(y_true, log_proba, classes.shape[0], "log_proba")
     index = np.searchsorted(classes, y_true)
     if np.any(index >= classes.shape[0]) or np.any(classes[np.minimum(index, classes.shape[0] - 1)] != y_true):
         raise ValueError("y_true contains labels that are not in classes.")
-    return float(-np.mean(np.asarray(log_proba)[np.arange(y_true.shape[0]), index]))
+    return float(-np.mean(log_proba[np.arange(y_true.shape[0]), index]))
 
 
 def gaussian_nlpd(y_true, y_mean, y_std) -> float:
@@ -52,15 +58,21 @@ def gaussian_nlpd(y_true, y_mean, y_std) -> float:
     Parameters
     ----------
     y_true, y_mean, y_std : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        One shape for the three (one output may come as ``(n_samples,)`` or
+        ``(n_samples, 1)``).
 
     Returns
     -------
     float
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not match, or a ``y_std`` not positive and finite.
     """
-    y_true, y_mean, y_std = (np.asarray(a, dtype=np.float64) for a in (y_true, y_mean, y_std))
-    _check_std(y_std)
+    y_true, y_mean, y_std = _regression_arrays(y_true, y_mean, y_std)
     log_density = norm.logpdf(y_true, loc=y_mean, scale=y_std)
-    return float(-np.mean(log_density.reshape(y_true.shape[0], -1).sum(axis=1)))
+    return float(-np.mean(log_density.sum(axis=1)))
 
 
 def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) -> float:
@@ -71,7 +83,7 @@ def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) 
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
+    y_true : array-like of shape (n_samples,) or (n_samples, 1)
     y_proba : array-like of shape (n_samples, n_classes)
     classes : array-like of shape (n_classes,), default=None
         Labels of the columns of ``y_proba``; ``0..n_classes-1`` when None.
@@ -84,11 +96,14 @@ def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) 
     if isinstance(n_bins, bool) or not isinstance(n_bins, Integral) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}.")
     y_proba = np.asarray(y_proba, dtype=np.float64)
+    if y_proba.ndim != 2:
+        raise ValueError(f"y_proba must have shape (n_samples, n_classes), got {y_proba.shape}.")
     given = classes is not None
     classes = np.asarray(classes) if given else np.arange(y_proba.shape[1])
+    y_true, y_proba = _labels_and_columns(y_true, y_proba, classes.shape[0], "y_proba")
     # Labels outside the columns' classes (e.g. 1 and 2 scored against the default 0, 1) were
     # all counted as misses: an error of 0.767 for one of 0.233.
-    unknown = np.setdiff1d(np.asarray(y_true), classes)
+    unknown = np.setdiff1d(y_true, classes)
     if unknown.size:
         raise ValueError(
             f"y_true contains labels {unknown[:10].tolist()} that are not among the classes of y_proba's columns "
@@ -96,7 +111,7 @@ def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) 
             "classes=estimator.classes_."
         )
     confidence = y_proba.max(axis=1)
-    correct = classes[np.argmax(y_proba, axis=1)] == np.asarray(y_true)
+    correct = classes[np.argmax(y_proba, axis=1)] == y_true
     bins = np.minimum((confidence * n_bins).astype(int), n_bins - 1)
     error = 0.0
     for b in np.unique(bins):
@@ -113,6 +128,7 @@ def interval_calibration_error(y_true, y_mean, y_std, levels=np.linspace(0.1, 0.
     Parameters
     ----------
     y_true, y_mean, y_std : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        One shape for the three, as in :func:`gaussian_nlpd`.
     levels : array-like of floats in (0, 1)
 
     Returns
@@ -122,16 +138,39 @@ def interval_calibration_error(y_true, y_mean, y_std, levels=np.linspace(0.1, 0.
     levels = np.asarray(levels, dtype=np.float64)
     if not np.all((levels > 0) & (levels < 1)):
         raise ValueError(f"levels must lie in (0, 1) (probabilities of central intervals), got {levels.tolist()}.")
-    y_std = np.asarray(y_std, dtype=np.float64)
-    _check_std(y_std)
-    z = np.abs((np.asarray(y_true, dtype=np.float64) - y_mean) / y_std)
+    y_true, y_mean, y_std = _regression_arrays(y_true, y_mean, y_std)
+    z = np.abs((y_true - y_mean) / y_std)
     return float(np.mean([abs(np.mean(z <= norm.ppf(0.5 + level / 2)) - level) for level in levels]))
 
 
-def _check_std(y_std: np.ndarray) -> None:
-    """Refuse standard deviations that are not positive and finite (a density of NaN)."""
-    if not np.all(np.isfinite(y_std) & (y_std > 0)):
+def _labels_and_columns(y_true, proba, n_classes: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``y_true`` as 1-D labels (a column vector flattened, as the estimators take it) and
+    ``proba`` as a float ``(n_samples, n_classes)`` array; shapes that do not match are
+    refused. An ``(n, 1)`` ``y_true`` was broadcast against the rows: every label scored
+    against every row, an NLPD of 2.04 for one of 0.37, without a word."""
+    y_true = column_or_1d(y_true)
+    proba = np.asarray(proba, dtype=np.float64)
+    if proba.ndim != 2 or proba.shape[1] != n_classes:
+        raise ValueError(f"{name} must have shape (n_samples, {n_classes}) for {n_classes} classes, got {proba.shape}.")
+    check_consistent_length(y_true, proba)
+    return y_true, proba
+
+
+def _regression_arrays(y_true, y_mean, y_std) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three as float ``(n_samples, n_outputs)`` arrays of one shape, one output given
+    as ``(n,)`` or ``(n, 1)``; other shapes are refused (an ``(n, 1)`` mean against an
+    ``(n,)`` target broadcast to ``(n, n)``: an NLPD of -2719 for one of -5.4), and so is a
+    ``y_std`` that is not positive and finite (a density of NaN)."""
+    arrays = [np.asarray(a, dtype=np.float64) for a in (y_true, y_mean, y_std)]
+    columns = [a[:, None] if a.ndim == 1 else a for a in arrays]
+    if any(a.ndim not in (1, 2) for a in arrays) or len({a.shape for a in columns}) > 1:
+        shapes = ", ".join(f"{name} {a.shape}" for name, a in zip(("y_true", "y_mean", "y_std"), arrays))
+        raise ValueError(
+            f"y_true, y_mean and y_std must have one shape, (n_samples,) or (n_samples, n_outputs); got {shapes}."
+        )
+    if not np.all(np.isfinite(columns[2]) & (columns[2] > 0)):
         raise ValueError("y_std must be positive and finite (predictive standard deviations).")
+    return tuple(columns)
 
 
 def neg_nlpd_scorer(estimator, X, y) -> float:

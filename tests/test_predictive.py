@@ -9,10 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import sklearn
 from scipy.special import expit
 from scipy.stats import norm
 from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbong import BONGClassifier, BONGRegressor
@@ -448,6 +450,43 @@ def test_metrics_refuse_what_they_would_score_wrong():
     with pytest.raises(ValueError, match="levels must lie in"):
         interval_calibration_error([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], levels=[1.5])
 
+
+
+def test_metrics_take_a_column_vector_as_one_output_and_refuse_shapes_that_do_not_match():
+    # A probe: an (n, 1) y (a classifier flattens it) broadcast against the rows, so that
+    # every label was scored against every row: cross_val_score with neg_nlpd_scorer gave
+    # -2.04 for -0.37, and a regressor fitted on df[["target"]] an NLPD of -2719 for -5.4.
+    rng = np.random.default_rng(0)
+    proba = rng.dirichlet(np.ones(3), size=20)
+    y = rng.integers(3, size=20)
+    direct = -np.mean(np.log(proba[np.arange(20), y]))  # the definition, row by row
+    assert categorical_nlpd(y[:, None], np.log(proba), [0, 1, 2]) == pytest.approx(direct)
+    assert expected_calibration_error(y[:, None], proba) == expected_calibration_error(y, proba)
+    mean, std, target = rng.normal(size=20), rng.uniform(0.5, 2, size=20), rng.normal(size=20)
+    direct = -np.mean(norm.logpdf(target, mean, std))
+    for shapes in [(target[:, None], mean, std), (target, mean[:, None], std[:, None])]:
+        assert gaussian_nlpd(*shapes) == pytest.approx(direct)
+        assert interval_calibration_error(*shapes) == interval_calibration_error(target, mean, std)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        categorical_nlpd(y[:10], np.log(proba), [0, 1, 2])
+    with pytest.raises(ValueError, match=r"must have shape \(n_samples, 3\)"):
+        categorical_nlpd(y, np.log(proba[:, :2]), [0, 1, 2])
+    with pytest.raises(ValueError, match=r"must have one shape.*y_mean \(1,\)"):
+        gaussian_nlpd(target, mean[:1], std[:1])
+    with pytest.raises(ValueError, match="must have one shape"):
+        interval_calibration_error(np.c_[target, target], mean, std)
+
+
+def test_the_nlpd_scorer_scores_a_pipeline_under_metadata_routing():
+    # Routing passes predict's return_std to the regressor only where it is requested: the
+    # regressor requests it by default, so a search over a pipeline no longer scores NaN.
+    X, y = load_iris(return_X_y=True)
+    pipe = make_pipeline(StandardScaler(), BONGRegressor(hidden_layer_sizes=(), random_state=0))
+    expected = neg_nlpd_scorer(pipe.fit(X[:, :3], X[:, 3]), X[:, :3], X[:, 3])
+    with sklearn.config_context(enable_metadata_routing=True):
+        assert neg_nlpd_scorer(pipe, X[:, :3], X[:, 3]) == expected
+        search = GridSearchCV(pipe, {"bongregressor__sigma0": [0.3]}, scoring=neg_nlpd_scorer, cv=2)
+        assert np.all(np.isfinite(search.fit(X[:, :3], X[:, 3]).cv_results_["mean_test_score"]))
 
 def test_a_row_is_predicted_alike_alone_and_among_others():
     # Bit for bit (PREDICT_CHUNK): smaller sub-batches than JACOBIAN_BUDGET's, tried for

@@ -1,7 +1,9 @@
 """Behaviour of BONGClassifier / BONGRegressor beyond check_estimator."""
 
 import copy
+import inspect
 import pickle
+import re
 import sys
 import threading
 import warnings
@@ -1186,3 +1188,16 @@ def test_warnings_are_attributed_to_the_callers_line():
     ours = [w for w in caught if any(word in str(w.message) for word in ("BONG", "rank=", "learning_rate"))]
     assert len({w.category for w in ours}) == 2 and len(ours) >= 5
     assert {w.filename for w in ours} == {__file__}
+
+
+@pytest.mark.parametrize("cls", [BONGClassifier, BONGRegressor])
+def test_the_parameters_section_documents_each_parameter_once_and_nothing_else(cls):
+    # numpydoc (the API pages) reads every line at the section's indentation as a parameter's
+    # "name : type" header: a closing paragraph there rendered as 13 empty parameters.
+    lines = inspect.cleandoc(cls.__doc__).splitlines()
+    start = lines.index("Parameters") + 2
+    end = next(i for i in range(start, len(lines) - 1) if set(lines[i + 1]) == {"-"})
+    headers = [line for line in lines[start:end] if line and not line[0].isspace()]
+    assert all(re.fullmatch(r"\w+ : .+", line) for line in headers), [h for h in headers if " : " not in h]
+    documented = [line.split(" : ")[0] for line in headers]
+    assert sorted(documented) == sorted(list(inspect.signature(cls.__init__).parameters)[1:])

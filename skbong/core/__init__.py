@@ -264,7 +264,11 @@ def filter_posterior(
     obs_noise : float or array of shape (C,), default=1.0
         Observation variance ``R`` of the Gaussian likelihood.
     dynamics_decay, process_noise : float
-        ``gamma`` and ``q`` of the predict step (``1`` and ``0``: static parameters).
+        ``gamma`` and ``q`` of the predict step ``mu <- gamma mu``, ``Sigma <- gamma^2 Sigma +
+        q I`` (``1`` and ``0``: static parameters). ``gamma < 1`` needs ``q > 0``: without it
+        every step shrinks the mean and the covariance until the belief collapses to 0 and
+        learns nothing, without an error (``q = (1 - gamma^2) sigma0^2`` keeps the prior's
+        variance). The estimators warn of it; this function does not check.
     learning_rate : float, default=1.0
         ``alpha`` of BLR, BOG and BBB; BONG always takes a unit step.
     n_inner_steps : int, default=1

@@ -136,8 +136,9 @@ _HISTORY_DOC = """\
     history_ : list of dict
         One record per compiled chunk (at most 512 updates) of every pass since ``fit``,
         ``partial_fit`` calls appending: ``pass`` (1-based, within its call), ``rows``
-        (observations absorbed in all, as ``t_``), ``seconds`` and ``rows_per_second``
-        since the pass began (compilation included on a first call), and ``log_loss``,
+        (observations absorbed in all, as ``t_``, across calls), ``seconds`` and
+        ``rows_per_second`` since the pass began, within its call (compilation included on
+        a first call; so ``rows / seconds`` is not a rate after several calls), and ``log_loss``,
         the running mean over the pass so far of the one-step-ahead
         ``-log p(y_t | x_t, D_{<t})`` (the prequential record with ``prequential=True``,
         else the plug-in predictive's).

@@ -509,7 +509,8 @@ def _decayed_sums(x: np.ndarray, start: np.ndarray, decay: float) -> tuple[np.nd
         powers = decay ** np.arange(block.shape[0])[:, None]
         scaled = np.cumsum(block / powers, axis=0)
         # sum_{j<i} decay^(i-1-j) x_j = decay^(i-1) (scaled prefix sum to i-1)
-        before[lo : lo + HORIZON] = powers * total + powers / decay * np.vstack([np.zeros_like(total)[None], scaled[:-1]])
+        exclusive = np.vstack([np.zeros_like(total)[None], scaled[:-1]])
+        before[lo : lo + HORIZON] = powers * total + powers / decay * exclusive
         total = powers[-1] * decay * total + powers[-1] * scaled[-1]
     return before, total
 
@@ -518,14 +519,15 @@ def _log_probs(
     likelihood: str, Y: np.ndarray, w: np.ndarray, model_log_probs, model_means, stats: np.ndarray,
     residual_count: float, noise_floor=None,
 ):
-    """One-step-ahead log-probabilities of the model and of the constant predictor for the
-    rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
+    """One-step-ahead log-probabilities of the model and of the constant predictor for the rows
+    of ``Y`` in order, whether each classified the row correctly, their Brier scores
     (categorical; zeros otherwise), and the statistics after them with the count of their
-    model residuals (Gaussian; ``residual_count`` before them). The constant predictor learns from the rows by their weights ``w``, as
-    the model does (class frequencies, or the mean and spread of ``y``). ``noise_floor``
-    (Gaussian; per output, or None) is the least variance at which the constant predictor
-    is scored a second time, for the divergence verdict; the returned pair of
-    log-probabilities then has that score third (else None)."""
+    model residuals (Gaussian; ``residual_count`` before them). The constant predictor
+    learns from the rows by their weights ``w``, as the model does (class frequencies, or
+    the mean and spread of ``y``). ``noise_floor`` (Gaussian; per output, or None) is the
+    least variance at which the constant predictor is scored a second time, for the
+    divergence verdict; the returned pair of log-probabilities then has that score third
+    (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         weighted = w[:, None] * Y

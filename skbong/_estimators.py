@@ -41,6 +41,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._health import (
     BARELY_MOVED,
+    BURN_IN,
     FAR_TARGET,
     HORIZON,
     INCONSISTENT_AFTER,
@@ -298,8 +299,11 @@ _SHARED_PARAMS_DOC = """
         observation before it updates the posterior (prequential evaluation, LO-FI
         Algorithm 1; BONG footnote 1), in ``prequential_log_prob_`` and
         ``prequential_prediction_``, with the estimator's predictive (with
-        ``sigma0="auto"``: the model average of the scales' plug-in predictives, which
-        weigh them). Costs one prediction per observation. Recording never changes the
+        ``sigma0="auto"`` or a list: the model average of the scales' plug-in predictives,
+        which weigh them; for the regressor at the noise ``R_0`` the scales share, not the
+        calibrated one a fixed ``sigma0`` records at, so the two records, and ``history_``'s
+        log-losses, do not compare: a probe's diabetes stream gave -7.24 and -5.55 nats a row
+        for one posterior). Costs one prediction per observation. Recording never changes the
         posterior; the health checks then score the recorded predictive.
     verbose : int, default=0
         When positive, print a progress line after each compiled chunk of at most 512
@@ -1032,8 +1036,9 @@ class _BaseBONG(BaseEstimator):
         """The prior scales to run side by side, or None for a single fixed ``sigma0``."""
         if isinstance(self.sigma0, str):
             return np.asarray(AUTO_SIGMA0, dtype=np.float64)
-        if np.ndim(self.sigma0) == 0:
+        if isinstance(self.sigma0, Real) or (isinstance(self.sigma0, np.ndarray) and self.sigma0.ndim == 0):
             return None
+        # anything else is a grid: a set (np.ndim 0, no order) fails below with the others
         grid = np.asarray(self.sigma0)
         # not bool, str or object, nor a bool among numbers (which numpy casts to 1.0)
         given = np.asarray(self.sigma0, dtype=object).ravel()
@@ -1527,6 +1532,7 @@ class _BaseBONG(BaseEstimator):
                 valid = bool(np.isfinite(evidence).any())
                 chosen = int(np.argmax(evidence))
                 state = jax.device_put(jax.tree_util.tree_map(lambda leaf: leaf[chosen], members))
+                self._warn_if_scales_tied(grid, evidence, n_seen, reset)
         scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
         # Remedies besides sigma0 and the inputs: a smaller learning rate where one acts, and a
         # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
@@ -2144,6 +2150,34 @@ class _BaseBONG(BaseEstimator):
                 _warn(f"{name}={value!r} has no effect {reason}.", UserWarning)
         self._unused_said = said
 
+    def _warn_if_scales_tied(self, grid: np.ndarray, evidence: np.ndarray, n_seen: int, reset: bool) -> None:
+        """Warn, once per fit, when the prior scales run side by side all have one prequential
+        evidence past the first ``BURN_IN`` rows (the first row's plug-in prediction, at the
+        prior mean, is the same for every scale; later ones differ once an update depends on
+        the scale). Then the mean updates ignore the covariance, as BOG's plain gradient step
+        at the mean does (a probe: ``dlr`` BOG and BBB, five equal evidences), the average
+        cannot choose and ``sigma0_`` would be the grid's first scale, reported as the most
+        probable."""
+        if reset:
+            self._scales_tied_told = False
+        alive = evidence[np.isfinite(evidence)]
+        if alive.size < 2 or n_seen < BURN_IN or self.__dict__.get("_scales_tied_told", False):
+            return
+        if np.ptp(alive) > 1e-9 * max(1.0, float(np.max(np.abs(alive)))):
+            return
+        self._scales_tied_told = True
+        plain = self.algorithm in ("bog", "bbb")
+        _warn(
+            f"{type(self).__name__}: sigma0={self.sigma0!r} cannot choose a prior scale here: after {n_seen} "
+            f"observations every scale's prequential evidence is the same ({alive[0]:.6g}), so no "
+            "prediction of the filters depends on the scale (their mean steps ignore the covariance"
+            + (f", as the plain-gradient step of algorithm={self.algorithm!r} does" if plain else "")
+            + f"), and sigma0_ = {grid[int(np.argmax(evidence))]:g} is the grid's first scale, not a choice. "
+            f"Fix sigma0 (the {alive.size} filters cost {alive.size} times one)"
+            + (", or use algorithm='bong' or 'blr'." if plain else "."),
+            UserWarning,
+        )
+
     def _check_input_scale(self, X, reset: bool) -> None:
         """Warn when this call's inputs are on another scale than the rows absorbed before it
         (mean square of the entries ``INPUT_SCALE_RATIO`` times larger or smaller): a scaler
@@ -2235,7 +2269,7 @@ class _BaseBONG(BaseEstimator):
         tends to ``q / (1 - gamma^2)``, LO-FI Eq. 19); empty for static weights."""
         decay, noise = self.dynamics_decay, self.process_noise
         if not callable(decay) and decay < 1 and not callable(noise) and noise == 0:
-            fixed_scale = np.ndim(self.sigma0) == 0 and not isinstance(self.sigma0, str)
+            fixed_scale = self._sigma0_grid() is None
             keeps = (
                 f" (q = (1 - gamma^2) sigma0^2 = {(1 - decay**2) * float(self.sigma0) ** 2:.3g} keeps the "
                 "prior's variance)"

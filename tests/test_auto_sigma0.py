@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_digits, load_iris
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skbong import AUTO_SIGMA0, BONGClassifier, BONGRegressor
@@ -186,7 +186,7 @@ def test_auto_regressor_keeps_the_units_of_y():
     np.testing.assert_allclose(reg.predict(X), fixed.predict(X), rtol=1e-4, atol=1e-3 * y.std())
 
 
-@pytest.mark.parametrize("bad", [[], [0.1, -1.0], [[0.1, 0.3]], [0.1, np.nan], "wide", True])
+@pytest.mark.parametrize("bad", [[], [0.1, -1.0], [[0.1, 0.3]], [0.1, np.nan], "wide", True, {0.1, 1.0}])
 def test_bad_scale_grids_are_refused(bad, digits):
     X, y = digits
     clf = BONGClassifier(sigma0=bad)
@@ -223,3 +223,20 @@ def test_recording_the_stream_never_changes_what_auto_fits(obs_noise):
     np.testing.assert_allclose(fits[0].sigma0_weights_, fits[1].sigma0_weights_, atol=1e-6)
     np.testing.assert_allclose(fits[0].predict(X[300:]), fits[1].predict(X[300:]), rtol=1e-5)
     assert fits[1].prequential_log_prob_.shape == (300,) and np.all(np.isfinite(fits[1].prequential_log_prob_))
+
+
+def test_scales_whose_evidence_cannot_differ_are_told_and_others_are_not():
+    # A probe: BOG on dlr steps the mean by a plain gradient at the mean, which no prior scale
+    # changes, so every scale had one evidence and sigma0_ was the grid's first, reported as
+    # the most probable.
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with pytest.warns(UserWarning, match=r"cannot choose a prior scale.*algorithm='bog'.*Fix sigma0"):
+        tied = BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", algorithm="bog", learning_rate=0.05,
+                              random_state=0).fit(X, y)
+    np.testing.assert_allclose(tied.sigma0_weights_, np.full(len(AUTO_SIGMA0), 1 / len(AUTO_SIGMA0)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X, y)
+        tied.partial_fit(X, y)  # said once per fit
+    assert not [w for w in caught if "cannot choose" in str(w.message)]

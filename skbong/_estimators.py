@@ -1560,7 +1560,9 @@ class _BaseBONG(BaseEstimator):
             f"{'the one row' if X.shape[0] == 1 else f'the {X.shape[0]} rows'} of this call weigh"
             f"{'s' if X.shape[0] == 1 else ''} as much as {mean_weight * X.shape[0]:.3g} of weight 1 and "
             "the posterior stays near its prior; rescale them (e.g. to a mean of 1)."
-            if 0 < mean_weight < LIGHT_WEIGHTS
+            # a mean below LIGHT_WEIGHTS, or rows that together weigh at most one (weights
+            # normalised to sum to 1 on 60 rows: R^2 0.27 against 0.97, told to change sigma0)
+            if 0 < mean_weight and (mean_weight < LIGHT_WEIGHTS or 1 < X.shape[0] and mean_weight * X.shape[0] <= 1)
             else ""
         )
         if light_weight_advice and reset:
@@ -1571,11 +1573,15 @@ class _BaseBONG(BaseEstimator):
             # against the prior's output variance (about 1 on standardised targets): near
             # 1e-7 of it, float32 round-off breaks its positivity (friedman1, yacht,
             # diabetes: fc fits at 1e-6 and fails at 1e-7; in float64 it fits at both).
+            # A row of weight w enters with the noise R / w (a probe's linear fc model at weights
+            # 1e8 was told that its steps overshoot; float64 fits it exactly).
             relative_noise = float(np.min(np.asarray(hyper.obs_noise))) if self._likelihood == "gaussian" else 1.0
+            relative_noise /= max(heaviest, 1.0)
             round_off = (
-                f"The observation noise is {relative_noise:.2g} of the variance of y, near float32's "
-                "resolution (1.2e-7): round-off in the covariance update breaks its positivity. Use "
-                "dtype='float64', or a larger obs_noise."
+                f"The observation noise is {relative_noise:.2g} of the variance of y"
+                + (f" (divided by the heaviest row weight, {heaviest:.3g})" if heaviest > 1 else "")
+                + ", near float32's resolution (1.2e-7): round-off in the covariance update breaks its positivity. "
+                "Use dtype='float64', or a larger obs_noise" + (" or smaller row weights." if heaviest > 1 else ".")
                 if self.family == "fc" and np.dtype(self.dtype) == np.float32 and relative_noise < 1e-5
                 else ""
             )
@@ -1918,6 +1924,8 @@ class _BaseBONG(BaseEstimator):
                 "did: it followed the latest rows and lost the others. Rows sorted by label or by target, or "
                 "arriving in blocks, do this. Shuffle the rows (fit does unless shuffle=False; partial_fit takes "
                 "them in the order given)."
+                # so do rows of weight far above the others' (a probe's one row of weight 1e8)
+                + (light_weight_advice or weight_advice)
                 + (
                     drift_warning
                     or " If the data do change over time and the latest rows are what matters, set process_noise, "

@@ -367,4 +367,5 @@ def test_messages_name_heavy_weights_as_the_noise_they_divide_and_the_rows_they_
     X = rng.randn(60, 3)
     y = X @ [1.0, -1, 0.5] + 0.3 * rng.randn(60)
     with pytest.warns(ConvergenceWarning, match=r"Rows sorted by label.*The row weights reach 1e\+08"):
-        BONGRegressor(hidden_layer_sizes=(8,), random_state=0, shuffle=False).fit(X, y, sample_weight=np.r_[1e8, np.ones(59)])
+        reg = BONGRegressor(hidden_layer_sizes=(8,), random_state=0, shuffle=False)
+        reg.fit(X, y, sample_weight=np.r_[1e8, np.ones(59)])

@@ -20,15 +20,12 @@ online too,
   in raw units), under which nothing is learned.
 
 For a Gaussian likelihood the model is scored by its one-step-ahead *means* under a
-Gaussian whose variance is the mean square of its own past residuals over the window (with
-one pseudo-residual, the variance of y over the burn-in), not by its own predictive variance:
+Gaussian whose variance is the running mean square of its own past residuals (with one
+pseudo-residual, the variance of y over the burn-in), not by its own predictive variance:
 the observation noise ``R`` the filter runs at is a modelling choice (``0.1 Var(y)`` by
 default, calibrated only after the call) that is often far too small for noisy data, and
 the test must tell a misspecified noise level from a diverged mean. The excess is then
-``0.5 log(MSE_model / MSE_constant)`` per output: a prequential ``R^2`` in nats. That mean
-square forgets at the window's rate, as the log-losses do: a stream whose noise rises
-tenfold (sd 0.05 to 0.5, from row 1,500 of a sine) scored a model at the noise floor at the
-mean square of all its residuals, then far too small, and told it that it was not learning.
+``0.5 log(MSE_model / MSE_constant)`` per output: a prequential ``R^2`` in nats.
 
 The difference of the two running log-losses, per observation, is the log Bayes factor
 per observation of the model against the constant (prequential marginal likelihoods). Both
@@ -298,10 +295,8 @@ class StreamHealth(NamedTuple):
         class; the constant predictor's is the most frequent class so far). Zero otherwise.
     baseline_stats : ndarray
         Categorical: class counts ``(C,)``. Gaussian: ``(4, C)`` pseudo-count, sum and sum of
-        squares of each output, and the sum of squares of the model's residuals (scored rows, and
-        one pseudo-residual: 1, then from the burn-in's end the variance of y over it), each
-        term weighted ``(1 - 1/HORIZON)^k`` ``k`` rows after it (in a state pickled before it
-        forgot: unweighted, ``residual_count`` None).
+        squares of each output, and sum of squares of the model's residuals (scored rows, and
+        one pseudo-residual: 1, then from the burn-in's end the variance of y over it).
     model_brier, baseline_brier : float
         Categorical: the same weighted sums of the Brier scores ``||p - e_y||^2`` of the
         two predictors' class probabilities. Zero otherwise (and in a state pickled before
@@ -321,10 +316,6 @@ class StreamHealth(NamedTuple):
         The sum of the squares of the weights that ``weight`` sums (each row's decay times
         its ``sample_weight``), for ``effective_rows``; None in a state pickled before it was
         kept.
-    residual_count : float or None
-        Gaussian: the matching weighted count of the residuals (the pseudo-residual
-        included), about ``HORIZON`` once the window is full; None in a state pickled when the
-        sum did not forget (its count was ``1 + n_scored``).
     """
 
     n_seen: int
@@ -341,7 +332,6 @@ class StreamHealth(NamedTuple):
     residual_square: np.ndarray | float = 0.0
     floored_baseline_loss: float | None = None
     weight_square: float | None = None
-    residual_count: float | None = None
 
     def _per_observation(self, total: float) -> float:
         return total / self.weight if self.weight > 0 else np.nan
@@ -480,7 +470,7 @@ def new_health(likelihood: str, n_outputs: int) -> StreamHealth:
         stats = np.zeros(n_outputs)
     else:
         stats = np.stack([np.ones(n_outputs), np.zeros(n_outputs), np.ones(n_outputs), np.ones(n_outputs)])
-    return StreamHealth(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, stats, residual_count=1.0)
+    return StreamHealth(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, stats)
 
 
 def _gaussian_log_probs(
@@ -498,36 +488,18 @@ def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarr
     return np.stack([np.full(Y.shape[1], w.sum()), w @ Y, w @ Y**2, residual_squares])
 
 
-def _decayed_sums(x: np.ndarray, start: np.ndarray, decay: float) -> tuple[np.ndarray, np.ndarray]:
-    """The sums ``s_i`` before each row of ``x`` ``(n, C)`` of ``s_0 = start``, ``s_{i+1} =
-    decay s_i + x_i``, and ``s_n``. Computed in blocks of ``HORIZON`` rows, within which the
-    scaled prefix sums ``sum_j decay^-j x_j`` stay below ``e`` times their terms."""
-    before = np.empty(x.shape, np.float64)
-    total = np.asarray(start, np.float64)
-    for lo in range(0, x.shape[0], HORIZON):
-        block = x[lo : lo + HORIZON]
-        powers = decay ** np.arange(block.shape[0])[:, None]
-        scaled = np.cumsum(block / powers, axis=0)
-        # sum_{j<i} decay^(i-1-j) x_j = decay^(i-1) (scaled prefix sum to i-1)
-        exclusive = np.vstack([np.zeros_like(total)[None], scaled[:-1]])
-        before[lo : lo + HORIZON] = powers * total + powers / decay * exclusive
-        total = powers[-1] * decay * total + powers[-1] * scaled[-1]
-    return before, total
-
-
 def _log_probs(
-    likelihood: str, Y: np.ndarray, w: np.ndarray, model_log_probs, model_means, stats: np.ndarray,
-    residual_count: float, noise_floor=None,
+    likelihood: str, Y: np.ndarray, w: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int,
+    noise_floor=None,
 ):
-    """One-step-ahead log-probabilities of the model and of the constant predictor for the rows
-    of ``Y`` in order, whether each classified the row correctly, their Brier scores
-    (categorical; zeros otherwise), and the statistics after them with the count of their
-    model residuals (Gaussian; ``residual_count`` before them). The constant predictor
-    learns from the rows by their weights ``w``, as the model does (class frequencies, or
-    the mean and spread of ``y``). ``noise_floor`` (Gaussian; per output, or None) is the
-    least variance at which the constant predictor is scored a second time, for the
-    divergence verdict; the returned pair of log-probabilities then has that score third
-    (else None)."""
+    """One-step-ahead log-probabilities of the model and of the constant predictor for the
+    rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
+    (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
+    scored before. The constant predictor learns from the rows by their weights ``w``, as
+    the model does (class frequencies, or the mean and spread of ``y``). ``noise_floor``
+    (Gaussian; per output, or None) is the least variance at which the constant predictor
+    is scored a second time, for the divergence verdict; the returned pair of
+    log-probabilities then has that score third (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         weighted = w[:, None] * Y
@@ -538,9 +510,10 @@ def _log_probs(
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
         with np.errstate(over="ignore", invalid="ignore"):
             briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
-        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w), residual_count
+        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
+        rows_before = np.arange(Y.shape[0])[:, None]
         weight = w[:, None]
         count = stats[0] + np.cumsum(weight, axis=0) - weight
         total = stats[1] + np.cumsum(weight * Y, axis=0) - weight * Y
@@ -551,14 +524,11 @@ def _log_probs(
         floored = None
         if noise_floor is not None:
             floored = _gaussian_log_probs(Y, mean, count, spread, np.maximum(np.asarray(noise_floor, np.float64), 1e-12))
-        decay = 1.0 - 1.0 / HORIZON
-        model_squares, squares_after = _decayed_sums(residuals, stats[3], decay)
-        model_counts, count_after = _decayed_sums(np.ones((Y.shape[0], 1)), np.array([residual_count]), decay)
-        model = _gaussian_log_probs(Y, model_means, model_counts, model_squares)
-        stats = stats + _added_statistics(likelihood, Y, np.zeros(Y.shape[1]), w)
-        stats[3] = squares_after
+        model_count = 1 + n_scored + rows_before  # one pseudo-residual, then the scored rows
+        model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
+        added = _added_statistics(likelihood, Y, residuals.sum(axis=0), w)
     no_hits = np.zeros(Y.shape[0])
-    return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats, float(count_after[0])
+    return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats + added
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
@@ -596,20 +566,11 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         count, total, squares = stats[0], stats[1], stats[2]
         stats = stats.copy()
         stats[3] = np.maximum(squares / count - (total / count) ** 2, 1e-12)
-    residual_count = health.residual_count
-    if residual_count is None:  # pickled when the residuals' sum did not forget: rescale it to the window
-        decay = 1.0 - 1.0 / HORIZON
-        residual_count = decay**health.n_scored + (1.0 - decay**health.n_scored) * HORIZON
-        if likelihood != "categorical":
-            stats = stats.copy()
-            stats[3] = stats[3] * residual_count / (1 + health.n_scored)
     Y, w = Y[n_unscored:], w[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
-    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats, residual_count = (
-        _log_probs(
-            likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, residual_count, noise_floor
-        )
+    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
+        likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
     )
     if likelihood != "categorical":  # one outlier is not a diverged posterior (ROW_EXCESS_CAP)
         reference = floored if floored is not None else baseline
@@ -647,7 +608,6 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         residual_square,
         floored_loss,
         float(shrink**2 * (health.weight_square or 0.0) + weights @ weights),
-        residual_count,
     )
 
 

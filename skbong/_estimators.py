@@ -522,6 +522,8 @@ def _marginal_variance_of(family, state) -> jax.Array:
 #: ``rank`` of the low-rank families unless given (a network with fewer weights caps it
 #: silently: a precision of rank P is a full one).
 DEFAULT_RANK = 10
+
+
 def _where_unused(name: str, params: dict) -> str | None:
     """Why hyperparameter ``name`` cannot act under ``params`` (the estimator's), as
     ``"with <setting>; it acts only <where>"``, or None where it acts. Each clause mirrors
@@ -2406,7 +2408,8 @@ class _BaseBONG(BaseEstimator):
         inputs far from unit scale for the built-in MLP, and, for BONG with one prior scale, a
         prior under which the outputs spread too widely for the family."""
         advice = []
-        mean_square = _mean_square(X) if self.model is None else 0.0
+        squares, entries = self._input_squares  # this fit's X, measured by _check_input_scale
+        mean_square = squares / entries if self.model is None and entries else 0.0
         if mean_square > INPUT_MEAN_SQUARE:
             advice.append(
                 f"the inputs are far from unit scale (mean square {mean_square:.3g}). The MLP's "

@@ -451,7 +451,6 @@ def test_metrics_refuse_what_they_would_score_wrong():
         interval_calibration_error([0.0, 1.0], [0.0, 1.0], [1.0, 1.0], levels=[1.5])
 
 
-
 def test_metrics_take_a_column_vector_as_one_output_and_refuse_shapes_that_do_not_match():
     # A probe: an (n, 1) y (a classifier flattens it) broadcast against the rows, so that
     # every label was scored against every row: cross_val_score with neg_nlpd_scorer gave

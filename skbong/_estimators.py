@@ -1472,6 +1472,8 @@ class _BaseBONG(BaseEstimator):
             # wine, under which predictive="mc" had test log-loss 0.49-0.78 against 0.19-0.36 at
             # the scales of its own evidence (benchmarks/results/auto_sigma0_predictive.md).
             weighed_by_own = grid is not None and self._likelihood == "categorical" and self.predictive != "plugin"
+            if grid is not None:
+                self._warn_if_weighing_changed("plugin" if not weighed_by_own else self.predictive, reset)
             scored_by_own = weighed_by_own or (
                 grid is None and (self.prequential or self._fixed_noise or self._widening_covariance)
             )
@@ -2188,6 +2190,22 @@ class _BaseBONG(BaseEstimator):
             UserWarning,
         )
 
+    def _warn_if_weighing_changed(self, weighing: str, reset: bool) -> None:
+        """Warn, once per change, when a later call weighs the prior scales of a sweep by
+        another predictive's evidence than the calls before it (``predictive`` set after
+        ``fit``, which the docs say to set before): the weights then sum two predictives'
+        log-likelihoods, an evidence of neither."""
+        before = None if reset else self.__dict__.get("_weighing")  # older pickles: not kept
+        self._weighing = weighing
+        if before is not None and before != weighing:
+            _warn(
+                f"{type(self).__name__}: the prior scales are weighed from this call on by the evidence of "
+                f"predictive={weighing!r}, and were weighed before by that of {before!r}: sigma0_weights_ now "
+                "sums the two, an evidence of neither. Call fit to weigh the scales by one predictive, or set "
+                f"predictive back to {before!r} for the calls that update the posterior.",
+                UserWarning,
+            )
+
     def _check_input_scale(self, X, reset: bool) -> None:
         """Warn when this call's inputs are on another scale than the rows absorbed before it
         (mean square of the entries ``INPUT_SCALE_RATIO`` times larger or smaller): a scaler
@@ -2759,7 +2777,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         observations (``benchmarks/results/predictive.md``). With ``sigma0="auto"``, a
         predictive other than "plugin" also weighs the prior scales, by its own
         one-step-ahead evidence (which sees the posterior's width); set it before
-        ``fit``.
+        ``fit`` (a ``partial_fit`` under another predictive warns that the weights then sum
+        two predictives' evidence).
     n_predictive_samples : int, default=100
         Draws ``S`` of "mc" and "linearized_mc". The draws are fixed per fitted model,
         so predictions are deterministic.

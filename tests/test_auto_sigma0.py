@@ -240,3 +240,22 @@ def test_scales_whose_evidence_cannot_differ_are_told_and_others_are_not():
         BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X, y)
         tied.partial_fit(X, y)  # said once per fit
     assert not [w for w in caught if "cannot choose" in str(w.message)]
+
+
+def test_a_predictive_changed_after_a_sweep_fit_warns_that_the_weights_mix_two_evidences():
+    # A probe: predictive set after fit, then partial_fit, summed the plug-in evidence of the
+    # first rows with the probit evidence of the later ones in sigma0_weights_, silently.
+    X, y = load_iris(return_X_y=True)
+    order = np.random.default_rng(0).permutation(len(y))
+    X, y = (X[order] - X.mean(axis=0)) / X.std(axis=0), y[order]
+    clf = BONGClassifier(hidden_layer_sizes=(4,), sigma0=[0.1, 1.0], random_state=0).fit(X[:100], y[:100])
+    clf.set_params(predictive="probit")
+    with pytest.warns(UserWarning, match=r"predictive='probit'.*before by that of 'plugin'.*Call fit"):
+        clf.partial_fit(X[100:120], y[100:120])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        clf.partial_fit(X[120:], y[120:])  # said once per change
+        clf.fit(X, y)  # a fit weighs by one predictive
+        BONGClassifier(hidden_layer_sizes=(4,), sigma0=[0.1, 1.0], random_state=0).fit(X, y).set_params(
+            predictive="mc"
+        ).predict_proba(X)  # predicting with another predictive weighs nothing

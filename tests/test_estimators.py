@@ -1216,8 +1216,8 @@ def test_a_later_call_on_another_input_scale_is_told_once_and_a_stream_of_rows_i
         clf.partial_fit(X[400:500] / 16, y[400:500])
     with pytest.warns(UserWarning, match=r"another scale.*times smaller"):
         clf.partial_fit(X[500:600] / 16 / 16, y[500:600])
-    # One row per call of standardised breast_cancer, whose rows' mean squares span 14x
-    # either way of the set's: no call is told.
+    # Three rows per call of standardised breast_cancer, whose rows' mean squares lie up to 14x
+    # either way of the set's (calls of three rows: 5.3x): no call is told.
     X, y = load_breast_cancer(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     stream = BONGClassifier(hidden_layer_sizes=(), random_state=0)

@@ -95,12 +95,9 @@ def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) 
     """
     if isinstance(n_bins, bool) or not isinstance(n_bins, Integral) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}.")
-    y_proba = np.asarray(y_proba, dtype=np.float64)
-    if y_proba.ndim != 2:
-        raise ValueError(f"y_proba must have shape (n_samples, n_classes), got {y_proba.shape}.")
     given = classes is not None
+    y_true, y_proba = _labels_and_columns(y_true, y_proba, len(classes) if given else None, "y_proba")
     classes = np.asarray(classes) if given else np.arange(y_proba.shape[1])
-    y_true, y_proba = _labels_and_columns(y_true, y_proba, classes.shape[0], "y_proba")
     # Labels outside the columns' classes (e.g. 1 and 2 scored against the default 0, 1) were
     # all counted as misses: an error of 0.767 for one of 0.233.
     unknown = np.setdiff1d(y_true, classes)
@@ -143,15 +140,17 @@ def interval_calibration_error(y_true, y_mean, y_std, levels=np.linspace(0.1, 0.
     return float(np.mean([abs(np.mean(z <= norm.ppf(0.5 + level / 2)) - level) for level in levels]))
 
 
-def _labels_and_columns(y_true, proba, n_classes: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+def _labels_and_columns(y_true, proba, n_classes: int | None, name: str) -> tuple[np.ndarray, np.ndarray]:
     """``y_true`` as 1-D labels (a column vector flattened, as the estimators take it) and
-    ``proba`` as a float ``(n_samples, n_classes)`` array; shapes that do not match are
-    refused. An ``(n, 1)`` ``y_true`` was broadcast against the rows: every label scored
-    against every row, an NLPD of 2.04 for one of 0.37, without a word."""
+    ``proba`` as a float ``(n_samples, n_classes)`` array (any number of columns for
+    ``n_classes`` None); shapes that do not match are refused. An ``(n, 1)`` ``y_true`` was
+    broadcast against the rows: every label scored against every row, an NLPD of 2.04 for
+    one of 0.37, without a word."""
     y_true = column_or_1d(y_true)
     proba = np.asarray(proba, dtype=np.float64)
-    if proba.ndim != 2 or proba.shape[1] != n_classes:
-        raise ValueError(f"{name} must have shape (n_samples, {n_classes}) for {n_classes} classes, got {proba.shape}.")
+    if proba.ndim != 2 or n_classes not in (None, proba.shape[1]):
+        shape = "(n_samples, n_classes)" if n_classes is None else f"(n_samples, {n_classes}) for {n_classes} classes"
+        raise ValueError(f"{name} must have shape {shape}, got {proba.shape}.")
     check_consistent_length(y_true, proba)
     return y_true, proba
 

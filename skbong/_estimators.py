@@ -1266,10 +1266,15 @@ class _BaseBONG(BaseEstimator):
 
     @property
     def _widening_covariance(self) -> bool:
-        """Whether the covariance may widen without bound where no row reaches: a
-        regressor's simple inflation (LO-FI Appendix E.2), which the noise check then tests
-        whatever the noise setting."""
-        return self.inflation == "simple" and self._likelihood != "categorical"
+        """Whether the covariance may widen without bound where no row reaches, which the
+        noise check of a regressor then tests whatever the noise setting: simple inflation
+        (LO-FI Appendix E.2), and process noise, which adds ``q`` to the variance of every
+        weight at every step (LO-FI Eq. 19; bounded at ``q / (1 - gamma^2)`` by a decay
+        below 1, which is still far too wide for a large ``q``: a probe's ``q = 1e6`` gave
+        standard deviations 700 times the errors, silently)."""
+        noise = self.process_noise
+        widening = self.inflation == "simple" or callable(noise) or noise > 0
+        return widening and self._likelihood != "categorical"
 
     def _noise_rate(self) -> float:
         """``eps_min`` of the online noise estimate (LO-FI Eq. 66)."""
@@ -1950,6 +1955,17 @@ class _BaseBONG(BaseEstimator):
                     f"or 'bayesian', which keep the prior's variance as a bound, or a smaller inflation_alpha (now "
                     f"{self.inflation_alpha!r})."
                 )
+            elif (ratio := self._predicted_variance_ratio(config, X, health)) > 1 and (
+                callable(self.process_noise) or self.process_noise > 0
+            ):
+                shown = "a schedule" if callable(self.process_noise) else repr(self.process_noise)
+                cause = (
+                    f" The variance it predicts is {ratio:.3g} times the mean square of its errors: process_noise "
+                    f"(now {shown}) adds to the variance of every weight at every step (LO-FI Eq. 19), and "
+                    "the standard deviations of predict(return_std=True) grow with it. Use a smaller process_noise"
+                    + (", or a dynamics_decay below 1, which bounds that variance at q / (1 - gamma^2)." if not
+                       callable(self.dynamics_decay) and self.dynamics_decay == 1 else ".")
+                )
             else:
                 cause = (
                     f" The noise (obs_noise={self.obs_noise!r}) is fitted to all the rows so far and does not follow "
@@ -2069,6 +2085,19 @@ class _BaseBONG(BaseEstimator):
             "(sklearn.multioutput.MultiOutputRegressor).",
             ConvergenceWarning,
         )
+
+    def _predicted_variance_ratio(self, config, X, health) -> float:
+        """Mean predictive variance (that of ``predict(return_std=True)``, in the filter's
+        units) of the call's last ``HORIZON`` rows under the fitted belief, over the mean
+        square of the one-step-ahead errors in ``health``'s window: above 1, the
+        standard deviations predicted are too wide."""
+        with _x64_scope(self.dtype):
+            predictive = self._predictive(config)
+            out = predict_distribution(
+                config, predictive, self._forecast(config), X[-HORIZON:], self._obs_noise(),
+                self._predict_key(self._seed, predictive),
+            )
+        return float(np.mean(np.asarray(out.var, np.float64)) / np.mean(health.mean_square_errors()))
 
     def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):
         """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`

@@ -702,6 +702,37 @@ def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise)
         assert 0.3 < z < 3 and not messages, params
 
 
+@pytest.mark.parametrize("obs_noise", ["calibrated", "adaptive"])
+def test_process_noise_widening_return_std_past_the_errors_is_told(obs_noise):
+    """Process noise adds ``q`` to the variance of every weight at every step (LO-FI Eq. 19).
+    At ``q = 1e6`` return_std ends hundreds of times above the errors of a sine that the
+    mean still fits (a probe: silent unless ``prequential=True``). The fit warns, gives how
+    far, and names process_noise, not the fitted noise; a ``q`` suited to the stream
+    (held-out z-scores near 1) says nothing."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(800, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=800)
+
+    def stream(q):
+        reg = BONGRegressor(hidden_layer_sizes=(8,), process_noise=q, obs_noise=obs_noise, random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            for start in range(0, 600, 50):
+                reg.partial_fit(X[start : start + 50], y[start : start + 50])
+        mean, std = reg.predict(X[600:], return_std=True)
+        root_mean_square_z = np.sqrt(np.mean(((y[600:] - mean) / std) ** 2))
+        return root_mean_square_z, [str(w.message) for w in caught if "does not match" in str(w.message)]
+
+    z, messages = stream(1e6)
+    assert z < 0.01
+    assert len(messages) == 1 and "process_noise (now 1000000.0) adds to the variance" in messages[0]
+    ratio = float(re.search(r"The variance it predicts is ([0-9.e+]+) times", messages[0]).group(1))
+    assert 0.1 < ratio * z**2 < 10  # the ratio said is the held-out one, within an order of magnitude
+    assert "is fitted to all the rows so far" not in messages[0]
+    z, messages = stream(1e-4)
+    assert 0.5 < z < 2 and not messages
+
+
 def test_a_prior_conflict_that_also_learns_nothing_says_both():
     """Raw digits, ``dlr`` at sigma0 = 3 without the line search: the weights run 1.7e3 prior
     standard deviations out and the outputs saturate into near-uniform probabilities (0.10

@@ -117,6 +117,10 @@ OCCAM_BURN_IN = 512
 #: digits (P = 9,010, float32): 3.0 (fc) and 3.9 (fc_mom) matrices for one prior scale,
 #: 11.8 and 12.7 for the five of sigma0="auto".
 FULL_COV_PEAK_PER_MEMBER, FULL_COV_PEAK_BASE = 2.4, 1.5
+#: Share of the memory available (``_device_memory``) that such a fit may plan to take: the
+#: estimate above is a measured peak with no margin (a probe's fc_mom fit at P = 38,410 grew
+#: by 22.8 GB against 23.0 estimated), and other processes' memory comes and goes.
+MEMORY_HEADROOM = 0.9
 #: Curvature estimators built from the errors' outer product, ``J^T R^-1 e e^T R^-1 J``
 #: (BONG Eqs. 26 and 28): their expectation is ``J^T R^-1 J`` only where ``E[e e^T] = R``
 #: (the remark before Eq. 28), so that their updates depend on the level of ``R``.
@@ -622,9 +626,13 @@ def _stream_key(seed: int, stream: int, reader):
 
 
 def _device_memory() -> tuple[int | None, str]:
-    """Bytes of memory of JAX's default device and its name: the allocator's limit on an
-    accelerator; on a CPU the host's physical memory, or the container's limit (cgroup v2
-    ``memory.max``) where that is lower. ``None`` where neither is known."""
+    """Bytes of memory that a fit may still take on JAX's default device, and the device's
+    name: on an accelerator, the allocator's limit less what it holds; on a CPU, the host's
+    available memory (``MemAvailable`` of ``/proc/meminfo``, else its physical memory), or
+    the container's headroom (cgroup v2 ``memory.max`` less ``memory.current``) where that
+    is lower. Not the physical memory: a probe's fit that needed 23.0 GB of a 25.3 GB host,
+    about 21 GB of it free, passed the check against the total, and the kernel killed the
+    process. ``None`` where none is known."""
     device = jax.devices()[0]
     name = f"{device.platform}:{device.id}"
     try:
@@ -632,16 +640,30 @@ def _device_memory() -> tuple[int | None, str]:
     except (NotImplementedError, RuntimeError):  # a backend that keeps no statistics
         stats = None
     if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"]), name
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), name
     try:
         limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
         return None, name
     try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    limit = min(limit, int(line.split()[1]) * 1024)  # in kB
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
         with open("/sys/fs/cgroup/memory.max") as cgroup:
             text = cgroup.read().strip()
         if text.isdigit():
-            limit = min(limit, int(text))
+            used = 0
+            try:
+                with open("/sys/fs/cgroup/memory.current") as cgroup:
+                    used = int(cgroup.read().strip())
+            except (OSError, ValueError):
+                pass
+            limit = min(limit, int(text) - used)
     except OSError:
         pass
     return limit, "this host" if device.platform == "cpu" else name
@@ -2404,13 +2426,14 @@ class _BaseBONG(BaseEstimator):
         matrix = n_params**2 * np.dtype(self.dtype).itemsize
         need = (FULL_COV_PEAK_PER_MEMBER * n_members + FULL_COV_PEAK_BASE) * matrix
         limit, device = _device_memory()
-        if limit is None or need <= limit:
+        if limit is None or need <= MEMORY_HEADROOM * limit:
             return
         members = f" for each of the {n_members} prior scales of sigma0='auto'" if n_members > 1 else ""
         raise MemoryError(
             f"family={self.family!r} keeps a P x P covariance{members}: with P = {n_params:,} "
-            f"weights a fit needs about {need / 1e9:.3g} GB, more than the {limit / 1e9:.3g} GB of "
-            f"memory of {device}. Use family='dlr' (memory P x (rank + 2)) or 'diag'"
+            f"weights a fit needs about {need / 1e9:.3g} GB, more than {MEMORY_HEADROOM:.0%} of the "
+            f"{limit / 1e9:.3g} GB of memory available on {device}. Use family='dlr' (memory P x (rank + 2)) "
+            "or 'diag'"
             + (", a fixed sigma0" if n_members > 1 else "")
             + ", or a smaller network."
         )

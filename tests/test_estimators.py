@@ -2,6 +2,7 @@
 
 import copy
 import inspect
+import os
 import pickle
 import re
 import sys
@@ -589,6 +590,19 @@ def test_full_covariance_beyond_the_device_memory_is_refused_up_front(family):
     with pytest.raises(MemoryError, match="for each of the 5 prior scales of sigma0='auto'.*a fixed sigma0"):
         fresh.set_params(sigma0="auto").partial_fit(X, y, classes=[0, 1])
     assert fresh.__dict__ == BONGClassifier(**huge, sigma0="auto").__dict__
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/meminfo") or jax.default_backend() != "cpu", reason="Linux CPU")
+def test_the_memory_check_counts_the_memory_available_not_the_physical_memory():
+    # A probe's fc_mom fit that needed 23.0 GB passed against the 25.3 GB of the host, of
+    # which about 21 GB were free, and the kernel killed the process.
+    from skbong._estimators import _device_memory
+
+    limit, device = _device_memory()
+    with open("/proc/meminfo") as meminfo:
+        available = next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    assert device == "this host" and 0 < limit <= 1.01 * available
+    assert limit <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 @pytest.mark.parametrize("family", ["dlr", "diag", "fc"])

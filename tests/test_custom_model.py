@@ -590,3 +590,34 @@ def test_weights_shared_inside_a_sequential_take_the_general_path():
     general = BONGClassifier(model=_tied_chain(6, 3, nnx.Rngs(0), chain=_Chain), **params).fit(X, y)
     for a, b in zip(plain.posterior_, general.posterior_):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+class _ScaledInputs(nnx.Module):
+    """A layer behind a constant plain array attribute (not an nnx.Variable)."""
+
+    def __init__(self, n_features, n_outputs, *, rngs):
+        self.scale = jnp.linspace(0.5, 1.5, n_features)
+        self.linear = nnx.Linear(n_features, n_outputs, rngs=rngs)
+
+    def __call__(self, x):
+        return self.linear(x * self.scale)
+
+
+def test_a_factory_whose_module_keeps_a_plain_array_is_built_as_eagerly_and_fits():
+    # Built abstractly, the array's tracer stayed in the graph and the factory's fit failed
+    # with UnexpectedTracerError at its first compiled use (a probe); the instance fitted.
+    from networks import assert_same_initial_weights
+    from skbong.core import build_module
+
+    built = build_module(_ScaledInputs, (6, 3), 7)
+    eager = _ScaledInputs(6, 3, rngs=nnx.Rngs(7))
+    assert isinstance(built.scale, jax.Array) and not isinstance(built.scale, jax.core.Tracer)
+    np.testing.assert_array_equal(built.scale, eager.scale)
+    assert_same_initial_weights(module_params(built), module_params(eager))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = np.argmax(X[:, :3], axis=1)
+    params = dict(dtype="float64", shuffle=False, random_state=0)
+    factory = BONGClassifier(model=_ScaledInputs, **params).fit(X[:200], y[:200])
+    instance = BONGClassifier(model=_ScaledInputs(6, 3, rngs=nnx.Rngs(0)), **params).fit(X[:200], y[:200])
+    assert factory.score(X[200:], y[200:]) > 0.8 and instance.score(X[200:], y[200:]) > 0.8

@@ -178,8 +178,9 @@ def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
     construction: the same random bits and formulas, and on a CPU for :class:`MLP` the same
     bits (tested; XLA's level-1 backend keeps the eager round-off). On a GPU, XLA fuses the
     initialisers' arithmetic, and weights differ from the eager ones by a few ulps of the
-    layer's scale (up to 1.2e-7 on an H200); the compiled weights are the same on every call. A factory that cannot be
-    hashed, or that does not return a module, runs eagerly.
+    layer's scale (up to 1.2e-7 on an H200); the compiled weights are the same on every
+    call. A factory that cannot be hashed, that does not return a module, or whose module
+    keeps an array outside its variables (``_holds_tracer``) runs eagerly.
     """
     try:
         initialiser = _compiled_initialiser(factory, args, jax.config.jax_default_prng_impl)
@@ -187,9 +188,22 @@ def build_module(factory: Callable, args: tuple, seed: int) -> nnx.Module:
     except Exception:  # unhashable, or not a module builder: build eagerly, so that the
         # caller sees what the factory itself does and returns
         return factory(*args, rngs=nnx.Rngs(seed))
-    if not isinstance(abstract, nnx.Module):
+    if not isinstance(abstract, nnx.Module) or _holds_tracer(abstract):
         return factory(*args, rngs=nnx.Rngs(seed))
     return nnx.merge(nnx.graphdef(abstract), initialiser(np.int32(seed)))
+
+
+def _holds_tracer(module: nnx.Module) -> bool:
+    """Whether an abstractly evaluated module keeps a tracer outside its variables: a plain
+    ``jax.Array`` attribute (``self.w = jnp.ones(n)``) is part of the graph definition, not
+    of the state, so the abstract build would leak its tracer into every later call (a
+    probe's factory failed with ``UnexpectedTracerError`` at its first compiled use)."""
+    for _, node in nnx.iter_graph(module):
+        if isinstance(node, nnx.Module):
+            values = [value for value in vars(node).values() if not isinstance(value, (nnx.Module, nnx.Variable))]
+            if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(values)):
+                return True
+    return False
 
 
 def module_params(module: nnx.Module) -> np.ndarray:

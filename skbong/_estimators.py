@@ -153,7 +153,8 @@ _SHARED_PARAMS_DOC = """
     model : flax.nnx.Module, callable or None, default=None
         The network ``f(theta, x)`` whose weights ``theta`` get the Gaussian posterior.
         None: the built-in :class:`~skbong.core.MLP` of ``hidden_layer_sizes`` and
-        ``activation``. A flax NNX module instance: its current weights (its
+        ``activation``. A flax NNX module instance (a flax.linen module is refused:
+        write the network with ``flax.nnx`` layers): its current weights (its
         ``nnx.Param`` variables) are the prior mean; it maps a batch ``(B,
         n_features)`` to ``(B, n_outputs)`` (it may reshape ``x`` inside, e.g. to
         images for a CNN). Its other state (buffers, BatchNorm statistics) is held
@@ -623,6 +624,20 @@ def _stream_key(seed: int, stream: int, reader):
     for ``reader``, the estimator or predictive that draws from it; for one that draws
     nothing (deterministic), ``default_key``'s placeholder, which compiles nothing."""
     return _seed_keys(seed)[stream] if reader.stochastic else default_key(reader)
+
+
+def _class_name(model) -> str:
+    cls = model if inspect.isclass(model) else type(model)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_linen(model) -> bool:
+    """Whether ``model`` is a flax.linen module or module class, told by its classes'
+    modules so that flax.linen is never imported for the question."""
+    cls = model if inspect.isclass(model) else type(model)
+    return any(
+        getattr(base, "__module__", "").startswith("flax.linen") and base.__name__ == "Module" for base in cls.__mro__
+    )
 
 
 def _device_memory() -> tuple[int | None, str]:
@@ -1114,6 +1129,14 @@ class _BaseBONG(BaseEstimator):
             module = build_module(MLP, (sizes, self.activation), seed)
         elif isinstance(self.model, nnx.Module):
             module = self.model
+        elif _is_linen(self.model):
+            raise TypeError(
+                f"model is a flax.linen module ({_class_name(self.model)}); the estimators take flax NNX modules "
+                "(flax.nnx.Module), whose weights are attributes that the filter can read and replace. Write the "
+                "network with flax.nnx layers (nnx.Linear for nn.Dense, nnx.Conv, ...; "
+                "https://flax.readthedocs.io/en/stable/migrating/linen_to_nnx.html), as an instance or a factory "
+                "model(n_features, n_outputs, rngs=rngs)."
+            )
         else:
             try:
                 # Only a call the signature refuses is the caller's mistake: a TypeError raised

@@ -214,6 +214,33 @@ def test_a_factory_must_return_a_module(digits):
         BONGClassifier(model=buggy_factory).fit(X, y)
 
 
+def test_a_flax_linen_module_is_refused_as_such(digits):
+    # A linen instance was told that its signature refuses the factory call and to pass
+    # "a module instance", which it is (a probe); nothing said that only NNX is taken.
+    import flax.linen as nn
+
+    class LinenNet(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(10)(x)
+
+    X, y = digits[0][:20], digits[1][:20]
+    fitted = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X, y)
+    before = copy.deepcopy(fitted.__dict__)
+    for model in (LinenNet(), LinenNet, nn.Dense(10)):
+        with pytest.raises(TypeError, match=r"is a flax.linen module .*take flax NNX modules.*nnx.Linear for nn.Dense"):
+            fitted.set_params(model=model).fit(X, y)
+        assert set(fitted.__dict__) == set(before)
+        np.testing.assert_array_equal(fitted.posterior_[0], before["posterior_"][0])
+    # Wrapped for NNX, it draws from the wrapper's rngs at every call, in eval mode too: the
+    # advice to call module.eval() cannot help, and the error says so.
+    wrapped = nnx.bridge.ToNNX(LinenNet(), rngs=nnx.Rngs(0))
+    nnx.bridge.lazy_init(wrapped, jnp.asarray(X[:1], jnp.float32))
+    wrapped.eval()
+    with pytest.raises(ValueError, match="nnx.bridge.ToNNX wrapper of a flax.linen module draws from its rngs"):
+        BONGClassifier(model=wrapped).fit(X, y)
+
+
 class _NormalisedNet(nnx.Module):
     """A linear layer, BatchNorm with given running statistics and Dropout, then a linear
     read-out. In evaluation mode the norm is a fixed affine map and the dropout the

@@ -456,6 +456,12 @@ def _pure_apply(spec: ModuleSpec) -> Callable[[jax.Array, jax.Array], jax.Array]
                 "Dropout with deterministic=True). A module that draws from an nnx.Rngs stream in its "
                 "own __call__ must draw from a fixed key instead (e.g. jax.random.key(0), or a key held "
                 "in an nnx.Variable), since each draw advances the stream's state."
+                + (
+                    " An nnx.bridge.ToNNX wrapper of a flax.linen module draws from its rngs at every call, "
+                    "whatever its mode: write the network with flax.nnx layers instead."
+                    if any("to_nnx__rngs" in path for path in changed)
+                    else ""
+                )
             )
         return out
 

@@ -260,14 +260,16 @@ _SHARED_PARAMS_DOC = """
         the best's by more than 50 nats (posterior odds under e^-50) is dropped for good
         (Occam's window). A step costs about one single step per scale not dropped.
     dynamics_decay : float in (0, 1] or callable, default=1.0
-        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every update. Below
+        ``gamma`` of the predict step ``mu <- gamma mu`` applied before every observation
+        (per row: a step of ``batch_size`` rows takes its rows' predict steps in turn). Below
         1 it needs ``process_noise``: without it every step shrinks the covariance by
         ``gamma^2`` until the belief collapses (``q = (1 - gamma^2) sigma0^2`` keeps the
         prior's variance). A callable ``dynamics_decay(t)`` gives ``gamma_t`` from the
-        number ``t`` of rows absorbed before the step (a JAX int32 scalar; the function is
-        traced into the compiled filter, so write it with ``jax.numpy``). A schedule must
-        stay in the constant's range at every step: a call whose rows would reach a step
-        where it does not is refused (``ValueError``) before it runs.
+        index ``t`` of the row in the stream (rows before it; a JAX int32 scalar; the
+        function is traced into the compiled filter, so write it with ``jax.numpy``),
+        evaluated at every row whatever ``batch_size``. A schedule must stay in the
+        constant's range at every row: a call that would reach a row where it does not is
+        refused (``ValueError``) before it runs.
     process_noise : float or callable, default=0.0
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``. With the defaults
         ``gamma = 1, q = 0`` the parameters are static (and the compiled filter has no
@@ -277,7 +279,7 @@ _SHARED_PARAMS_DOC = """
         a stream whose task changes every 1000 rows.
     inflation : {"bayesian", "simple", "hybrid"} or None, default=None
         Covariance inflation before every predict step (LO-FI Appendix E), which
-        discounts past observations by ``1 / (1 + inflation_alpha)`` per step.
+        discounts past observations by ``1 / (1 + inflation_alpha)`` per row.
         "simple" multiplies the covariance by ``1 + alpha`` (Eqs. 84-86); "bayesian"
         discounts the likelihood but not the prior, so the precision decays towards the
         prior's and the mean is pulled towards the prior mean (Eqs. 79-81); "hybrid"
@@ -2419,7 +2421,7 @@ class _BaseBONG(BaseEstimator):
     def _random_walk_conflict(self, mean, prior_mean, prior_scale, n_seen: int) -> float:
         """:func:`prior_conflict` against the prior of weights that follow the dynamics
         ``theta_k = gamma theta_{k-1} + N(0, q I)`` from ``N(mu_0, sigma0^2 I)``, after the
-        ``n_seen / batch_size`` steps taken: the latent prior of LO-FI Eqs. 76-77
+        ``n_seen`` rows taken (one predict step each): the latent prior of LO-FI Eqs. 76-77
         (:func:`~skbong.core._dynamics.latent_prior_at`). 0 for scheduled dynamics
         (callables), which the check leaves out."""
         if callable(self.dynamics_decay) or callable(self.process_noise) or prior_scale is None:
@@ -2427,7 +2429,7 @@ class _BaseBONG(BaseEstimator):
         with jax.enable_x64(True):
             start = LatentPrior(np.asarray(prior_mean, np.float64), np.float64(float(prior_scale) ** -2))
             latent_mean, latent_precision = latent_prior_at(
-                n_seen / self.batch_size, start, jnp.float64(self.dynamics_decay), jnp.float64(self.process_noise)
+                n_seen, start, jnp.float64(self.dynamics_decay), jnp.float64(self.process_noise)
             )
             return prior_conflict(mean, np.asarray(latent_mean), float(latent_precision) ** -0.5)
 
@@ -2618,7 +2620,7 @@ class _BaseBONG(BaseEstimator):
         latent = LatentPrior(self._prior_mean, np.asarray(self.sigma0_, self.dtype) ** -2)
         # The filter's own belief (a calibrated noise scale c divided out), moved, then scaled back.
         belief = jax.tree_util.tree_map(_on_device, self._running_belief(config))
-        forecast = forecast_belief(config, belief, hyper, self.t_, self.t_ // self.batch_size, latent)
+        forecast = forecast_belief(config, belief, hyper, self.t_, self.t_, latent)
         scale = self.__dict__.get("noise_scale_")
         if scale is None:
             return forecast

@@ -202,7 +202,7 @@ class _UnhashableSchedule:  # a plain dataclass with eq is not hashable
 @pytest.mark.parametrize(
     "schedule, message",
     [
-        (lambda t: jnp.full((1,), 1e-4), r"must return one real number \(a scalar\) per step; it returned shape \(1,\)"),
+        (lambda t: jnp.full((1,), 1e-4), r"must return one real number \(a scalar\) per row; it returned shape \(1,\)"),
         (lambda t: 1e-4 if t < 100 else 0.0, "could not be traced.*jax.numpy.*TracerBoolConversionError"),
         (_UnhashableSchedule(), r"must be hashable.*_UnhashableSchedule is not.*@dataclass\(frozen=True\)"),
     ],
@@ -399,6 +399,29 @@ def test_a_stream_that_stops_learning_after_a_change_is_told_of_drift_not_only_o
     message = str(record[0].message)
     assert "if its data have changed (drift)" in message and "Set process_noise" in message
     assert "only fit sets the prior" in message and "then call partial_fit again" not in message
+
+
+def _burst_at_each_thousandth_row(t):
+    return jnp.where(t % 1000 == 0, 1.0, 1e-5)
+
+
+def test_a_schedule_meets_its_change_point_at_any_batch_size():
+    # The documented pattern t % 1000 == 0 at a rotation of a linear target at row 1000.
+    # With the schedule read at each step's first row, steps of 3 rows (999, 1002) never
+    # met row 1000: the burst was skipped, and the errors after the change were 28 times
+    # those of batch_size=1, silently (a probe). Every row's predict step now counts.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 2))
+    angle = np.where(np.arange(1500) < 1000, 0.0, np.pi / 2)
+    y = (X * np.c_[np.cos(angle), np.sin(angle)]).sum(axis=1) + 0.1 * rng.normal(size=1500)
+    errors = {}
+    for batch_size in (1, 3):
+        reg = BONGRegressor(
+            hidden_layer_sizes=(), process_noise=_burst_at_each_thousandth_row, batch_size=batch_size,
+            prequential=True, random_state=0,
+        ).partial_fit(X, y)
+        errors[batch_size] = np.mean((reg.prequential_prediction_[1000:1300] - y[1000:1300]) ** 2)
+    assert errors[1] < 0.05 and errors[3] < 3 * errors[1], errors
 
 
 def test_forecasts_use_the_dynamics_of_the_last_call_not_a_value_set_since():

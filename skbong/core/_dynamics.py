@@ -64,8 +64,8 @@ class Dynamics:
     Parameters
     ----------
     decay : callable or None
-        ``decay(t) -> gamma_t``, a JAX-traceable function of the index ``t`` (int32) of the
-        step's first row, replacing the constant ``Hyperparameters.dynamics_decay``. None
+        ``decay(t) -> gamma_t``, a JAX-traceable function of the index ``t`` (int32) of a
+        row in the stream, evaluated at every row of a step (see ``predict_step``), replacing the constant ``Hyperparameters.dynamics_decay``. None
         keeps the constant.
     process_noise : callable or None
         ``process_noise(t) -> q_t``, likewise (e.g. a burst of noise where the user knows
@@ -145,7 +145,7 @@ class Dynamics:
 
     def check_schedule_ranges(self, first: int, n_rows: int) -> None:
         """Refuse a schedule that leaves its range at a row index ``t`` in ``[first, first +
-        n_rows)``, the indices a call over ``n_rows`` rows (passes included) can step at.
+        n_rows)``, the rows of a call over ``n_rows`` rows (passes included).
 
         Its constant must lie in the same range: ``0 < gamma_t <= 1`` and ``q_t >= 0``,
         finite. Outside it the predict step (LO-FI Eqs. 19-20) flips or inflates the mean
@@ -170,12 +170,12 @@ class Dynamics:
             if bad.any():
                 at = int(np.argmax(bad))
                 raise ValueError(
-                    f"The {name} schedule gave {float(values[at]):.6g} at t = {first + at} (the index of the step's first "
-                    f"row); it must be finite and {expected} at every step, as a constant {name} must."
+                    f"The {name} schedule gave {float(values[at]):.6g} at t = {first + at} (the index of the row); it "
+                    f"must be finite and {expected} at every row, as a constant {name} must."
                 )
 
     def at(self, t: jax.Array, decay: jax.Array, process_noise: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(gamma_t, q_t)`` of the step whose first row has index ``t``."""
+        """``(gamma_t, q_t)`` of the predict step before the row of index ``t``."""
         dtype = decay.dtype
         gamma = decay if self.decay is None else jnp.asarray(self.decay(t), dtype)
         q = process_noise if self.process_noise is None else jnp.asarray(self.process_noise(t), dtype)
@@ -190,7 +190,7 @@ def _schedule_values(schedule: Callable, t: jax.Array) -> jax.Array:
 
 @lru_cache(maxsize=128)
 def _check_schedule(name: str, schedule: Callable) -> None:
-    """Refuse a schedule ``t -> value`` that does not give one real number per step.
+    """Refuse a schedule ``t -> value`` that does not give one real number per row.
 
     The filter calls it inside its compiled scan with ``t`` a JAX int32 scalar; traced here
     once (``jax.eval_shape``: nothing is computed), what is wrong with it is said in its
@@ -203,7 +203,7 @@ def _check_schedule(name: str, schedule: Callable) -> None:
     except Exception as error:  # whatever the user's function raised while traced
         raise TypeError(
             f"The {name} schedule could not be traced. The filter calls it inside its compiled scan with t, the "
-            "index of the step's first row, a JAX int32 scalar: write it with jax.numpy (e.g. "
+            "index of the row, a JAX int32 scalar: write it with jax.numpy (e.g. "
             f"jnp.where(t < 1000, a, b), not Python if/else on t). Tracing it raised {type(error).__name__}: {error}"
         ) from error
     real = isinstance(out, jax.ShapeDtypeStruct) and (
@@ -211,7 +211,7 @@ def _check_schedule(name: str, schedule: Callable) -> None:
     )
     if not (real and out.shape == ()):
         got = f"shape {out.shape} and dtype {out.dtype}" if isinstance(out, jax.ShapeDtypeStruct) else repr(out)
-        raise TypeError(f"The {name} schedule must return one real number (a scalar) per step; it returned {got}.")
+        raise TypeError(f"The {name} schedule must return one real number (a scalar) per row; it returned {got}.")
 
 
 def latent_prior_at(n_steps: jax.Array, prior: LatentPrior, decay, process_noise) -> tuple[jax.Array, jax.Array]:

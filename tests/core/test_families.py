@@ -727,15 +727,18 @@ def test_mc_ef_local_draws_have_the_law_of_weight_draws(family, x64):
 
 def _kalman_filter(X, y, weight, mean0, sigma0, noise, decay, q, batch_size):
     """Dense Kalman filter of ``y = x^T theta + N(0, noise / w)`` with the predict step
-    ``theta <- decay theta + N(0, q I)``; also each row's one-step-ahead log density. A
-    step whose rows all have weight zero leaves the belief as it was, predict step
-    included (rows of weight zero are not observations)."""
+    ``theta <- decay theta + N(0, q I)`` before every row; also each row's one-step-ahead
+    log density. A step takes the predict steps of its rows in turn, then one update; rows
+    of weight zero are not observations and take no predict step (a step of none is
+    scored by the next row's forecast, one predict step, and leaves the belief)."""
     mean, cov = np.array(mean0, float), sigma0**2 * np.eye(len(mean0))
     log_probs = []
     for start in range(0, len(y), batch_size):
         rows = slice(start, start + batch_size)
-        pred_mean, pred_cov = decay * mean, decay**2 * cov + q * np.eye(len(mean))
         H, w = X[rows], weight[rows]
+        pred_mean, pred_cov = mean, cov
+        for _ in range(max(int(np.sum(w > 0)), 1)):
+            pred_mean, pred_cov = decay * pred_mean, decay**2 * pred_cov + q * np.eye(len(mean))
         var = np.einsum("bp,pq,bq->b", H, pred_cov, H) + noise
         log_probs += list(-0.5 * (np.log(2 * np.pi * var) + (y[rows] - H @ pred_mean) ** 2 / var))
         keep = w > 0

@@ -2617,6 +2617,9 @@ class _BaseBONG(BaseEstimator):
         hyper = Hyperparameters(
             0.0, 1.0 if callable(decay) else decay, 0.0 if callable(noise) else noise, inflation=ran["inflation_alpha"]
         )
+        # The fit checked the schedules at the rows it absorbed; the forecast reaches row t_
+        # (a NaN there made predict blame the inputs and sigma0, and sample_params NaN).
+        config.dynamics.check_schedule_ranges(self.t_, 1)
         latent = LatentPrior(self._prior_mean, np.asarray(self.sigma0_, self.dtype) ** -2)
         # The filter's own belief (a calibrated noise scale c divided out), moved, then scaled back.
         belief = jax.tree_util.tree_map(_on_device, self._running_belief(config))

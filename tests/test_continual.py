@@ -424,6 +424,26 @@ def test_a_schedule_meets_its_change_point_at_any_batch_size():
     assert errors[1] < 0.05 and errors[3] < 3 * errors[1], errors
 
 
+def _noise_until_row_20(t):
+    return jnp.where(t < 20, 1e-3, jnp.nan)
+
+
+def test_a_schedule_out_of_range_at_the_forecast_row_is_refused_by_the_predictions():
+    # Valid at every row absorbed (t < 20), NaN at row 20, which the forecasts reach:
+    # predict(return_std=True) and probit probabilities raised a FloatingPointError that
+    # blamed the inputs and sigma0, and sample_params returned NaN draws (a probe).
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 2)), rng.integers(0, 2, 20)
+    match = r"The process_noise schedule gave nan at t = 20"
+    reg = BONGRegressor(hidden_layer_sizes=(), process_noise=_noise_until_row_20, random_state=0).fit(X, X.sum(axis=1))
+    clf = BONGClassifier(hidden_layer_sizes=(), process_noise=_noise_until_row_20, predictive="probit", random_state=0)
+    clf.fit(X, y)
+    for call in (lambda: reg.predict(X, return_std=True), lambda: reg.predict(X), lambda: reg.sample_params(3),
+                 lambda: clf.predict_proba(X)):
+        with pytest.raises(ValueError, match=match):
+            call()
+
+
 def test_forecasts_use_the_dynamics_of_the_last_call_not_a_value_set_since():
     # Predictions forecast the next row with the predict step the filter ran with; a value
     # set afterwards acts from the next call on, as it does for the filter.

@@ -3111,8 +3111,10 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
             else:
                 if classes is not None and not np.array_equal(np.unique(np.asarray(classes)), est.classes_):
                     raise ValueError(
-                        f"`classes={classes!r}` is not the same as on the first call to partial_fit "
-                        f"({est.classes_!r})."
+                        f"classes={np.asarray(classes).tolist()} is not the same as classes_ "
+                        f"{est.classes_.tolist()}: the network has one output per class, fixed by fit or by the "
+                        "first call to partial_fit. List every label the stream can hold in classes= of the first "
+                        "partial_fit (labels not seen yet may be listed), or start over with fit."
                     )
                 classes = est.classes_
             Y = est._one_hot(y, classes)
@@ -3231,7 +3233,12 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         unknown = np.setdiff1d(y, classes)
         if unknown.size:
             shown = unknown[:10].tolist() + (["..."] if unknown.size > 10 else [])
-            raise ValueError(f"y contains labels {shown} that are not in classes {classes.tolist()}.")
+            raise ValueError(
+                f"y contains labels {shown} that are not in classes {classes.tolist()}: the network has one "
+                "output per class, fixed by fit or by the first call to partial_fit. List every label the stream "
+                "can hold in classes= of the first partial_fit (labels not seen yet may be listed), or start over "
+                "with fit."
+            )
         return np.eye(classes.shape[0])[np.searchsorted(classes, y)]
 
     def __sklearn_tags__(self):

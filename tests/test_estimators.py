@@ -94,6 +94,13 @@ def test_unknown_label_raises_and_keeps_state(digits):
     with pytest.raises(ValueError, match=r"labels \[9\] that are not in classes \[0, 1, 2, 3, 4, 5, 6, 7, 8\]"):
         est.partial_fit(X_train[20:30], np.r_[y_train[20:29], 9])
     _assert_same_state(before, est.__dict__)
+    # A class that arrives after fit, with or without classes=: both say that the outputs
+    # are fixed and how to reserve labels (the second said "the first call to partial_fit"
+    # after a fit, a probe).
+    fitted = BONGClassifier(hidden_layer_sizes=(8,), random_state=0).fit(X_train[:100], np.minimum(y_train[:100], 8))
+    for classes in (None, np.arange(10)):
+        with pytest.raises(ValueError, match=r"fixed by fit or by the first call to partial_fit.*not seen yet"):
+            fitted.partial_fit(X_train[100:110], np.full(10, 9), classes=classes)
     with pytest.raises(ValueError, match="classes must be passed"):
         BONGClassifier().partial_fit(X_train[:5], y_train[:5])
     # classes lists the labels: one is too few, whatever y holds, and a set is a list.

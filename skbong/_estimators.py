@@ -2800,9 +2800,11 @@ class _BaseBONG(BaseEstimator):
             # Plain numpy arrays: a model fitted on GPU loads anywhere.
             posterior = state["posterior_"]
             state["posterior_"] = type(posterior)(*(np.asarray(leaf) for leaf in posterior))
-        if _is_module(self.model):
-            # The module and the structures taken from it, pickled together (model is
-            # _fitted_model stays true) with JAX's function objects by name.
+        if self.model is not None:
+            # The module (or factory) and the structures taken from it, pickled together
+            # (model is _fitted_model stays true) with JAX's function objects by name; a
+            # lambda factory, or one defined in a script, by value (plain pickle refused the
+            # one and stored the other by a name another script cannot import: a probe).
             held = {name: state.pop(name) for name in _MODULE_ATTRIBUTES if name in state}
             buffer = io.BytesIO()
             _ModulePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(held)

@@ -1904,13 +1904,28 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
             )
         elif condition == "prior_conflict":
+            scale_advice = f"tune sigma0 (fitted with {prior_scale!r})"
+            if grid is not None:
+                # The search is done: say what it chose, and why no wider scale was kept.
+                broke = [float(scale) for scale in grid[~np.asarray(belief_valid, bool)] if scale > prior_scale]
+                scale_advice = f"sigma0={self.sigma0!r} chose {prior_scale:g} of {grid.tolist()}" + (
+                    f", and the wider {broke} made the posterior invalid"
+                    + (
+                        " (a moment family loses positive definiteness under a wide prior: family='fc', 'diag' or "
+                        "'dlr' take one)"
+                        if self.family in ("fc_mom", "diag_mom")
+                        else ""
+                    )
+                    + ";"
+                    if broke
+                    else ": try wider scales,"
+                )
             _warn(
                 f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
                 f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
                 "prior mean, where a prior that suits the data gives at most about 1, and the prior pulls it "
                 f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
-                f"put it. The fit is likely degraded: tune sigma0 (fitted with {prior_scale!r}) or scale the "
-                "inputs."
+                f"put it. The fit is likely degraded: {scale_advice} or scale the inputs."
                 + weight_advice
                 + drift_warning
                 + (

@@ -345,6 +345,25 @@ def test_a_prior_at_odds_with_the_inputs_warns(digits):
     assert_same_initial_weights(clf._prior_mean, MLPSpec(64, (16,), 10, "relu").init_params(clf._seed).astype(np.float32))
 
 
+def test_a_prior_conflict_after_sigma0_auto_says_what_the_search_chose_and_why():
+    # fc_mom on diabetes: every scale above 0.03 makes the moment family's covariance
+    # indefinite, and the one kept conflicts with the data. The warning said "tune sigma0
+    # (fitted with 0.03)", which the search had done and no sigma0 of this family can do.
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    with pytest.warns(ConvergenceWarning, match="prior scale conflicts with the data") as caught:
+        reg = BONGRegressor(hidden_layer_sizes=(8,), family="fc_mom", sigma0="auto", random_state=0).fit(X, y)
+    message = next(str(w.message) for w in caught if "prior scale conflicts" in str(w.message))
+    wider = [scale for scale in reg.sigma0_grid_.tolist() if scale > reg.sigma0_]
+    assert f"sigma0='auto' chose {reg.sigma0_:g} of {reg.sigma0_grid_.tolist()}" in message
+    assert f"the wider {wider} made the posterior invalid" in message and "family='fc', 'diag' or 'dlr'" in message
+    for scale in wider:
+        with pytest.raises(FloatingPointError, match="Moment-parameter families lose positive definiteness"):
+            BONGRegressor(hidden_layer_sizes=(8,), family="fc_mom", sigma0=scale, random_state=0).fit(X, y)
+
+
 def test_the_prior_conflict_check_of_a_float64_fit_runs_in_float64():
     # The check reads the belief's variances, which on DLR come from float64 matrices: it
     # must run under JAX's x64 mode, not truncate them to float32 with a UserWarning each.

@@ -628,6 +628,30 @@ def _stream_key(seed: int, stream: int, reader):
     return _seed_keys(seed)[stream] if reader.stochastic else default_key(reader)
 
 
+def _structure_difference(fitted, current) -> str:
+    """What differs between two networks' structures (``_model_structure``): for two
+    modules, their layers, their weights' shapes or their other state, which the filter
+    holds constant as part of the structure (a probe's module that differed only in a
+    buffer was told of "another structure" and no more)."""
+    if not (hasattr(fitted, "graphdef") and hasattr(current, "graphdef")):
+        def named(structure):
+            if structure is None:
+                return "the built-in MLP"
+            return "a module" if hasattr(structure, "graphdef") else f"the factory {structure!r}"
+
+        return f"fitted with {named(fitted)}, now {named(current)}"
+    if fitted.shapes != current.shapes or fitted.treedef != current.treedef:
+        return "a network whose nnx.Param weights have other names or shapes"
+    if fitted.graphdef != current.graphdef:
+        return "a network of other layers or static attributes"
+    if fitted.constants != current.constants:
+        return (
+            "a network of the same layers and weights but other state besides nnx.Param (buffers, BatchNorm "
+            "statistics, constants), which the filter holds constant as part of the network"
+        )
+    return "a network of another structure"
+
+
 def _class_name(model) -> str:
     cls = model if inspect.isclass(model) else type(model)
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -1231,7 +1255,7 @@ class _BaseBONG(BaseEstimator):
         for name, fitted in self._fitted_structure.items():
             if current.get(name) != fitted:
                 values = (
-                    "a network of another structure"
+                    _structure_difference(fitted, current.get(name))
                     if name == "model"
                     else f"fitted with {fitted!r}, now {current.get(name)!r}"
                 )

@@ -346,6 +346,17 @@ def test_a_module_set_after_fit_warns_once_unless_it_is_a_copy_of_the_fitted_one
         clf.fit(X[:30], y[:30]).partial_fit(X[30:40], y[30:40])  # a new fit adopted it
 
 
+class _Scaled(nnx.Module):
+    """A layer whose outputs are divided by a constant buffer (an nnx.Variable)."""
+
+    def __init__(self, n_features, n_outputs, temperature):
+        self.linear = nnx.Linear(n_features, n_outputs, rngs=nnx.Rngs(0))
+        self.temperature = nnx.Variable(jnp.float32(temperature))
+
+    def __call__(self, x):
+        return self.linear(x) / self.temperature[...]
+
+
 def test_a_model_of_another_structure_after_fit_is_refused(digits):
     X, y = digits[0][:60], digits[1][:60]
     clf = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(X, y)
@@ -354,11 +365,19 @@ def test_a_model_of_another_structure_after_fit_is_refused(digits):
         clf.partial_fit(X, y)
     clf.predict(X)
     clf.set_params(model=FeatureConv(64, 10, rngs=nnx.Rngs(0)))
-    with pytest.raises(ValueError, match="model changed since the posterior was fitted"):
+    with pytest.raises(ValueError, match=r"model changed since the posterior was fitted \(a network whose nnx.Param"):
         clf.predict(X)
     with pytest.raises(ValueError, match="model changed"):
         clf.partial_fit(X, y)
     clf.fit(X, y).predict(X)  # fit starts again from the new network's prior
+    # What differs is said: state besides the weights, or the factory (a probe was told
+    # only "another structure" for a module that differed in one buffer).
+    fitted = BONGClassifier(model=_Scaled(64, 10, 1.0), random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"same layers and weights but other state besides nnx.Param"):
+        fitted.set_params(model=_Scaled(64, 10, 2.0)).predict(X)
+    fitted = BONGClassifier(model=_mlp_factory, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"fitted with the factory <function _mlp_factory.*now the built-in MLP"):
+        fitted.set_params(model=None).predict(X)
 
 
 def test_auto_sigma0_on_a_custom_cnn(digits):

@@ -3349,8 +3349,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     obs_noise_rate : float, default=0.01
         ``eps_min`` of ``obs_noise="adaptive"`` (and of the scale that "calibrated"
         follows with an empirical-Fisher curvature): the weight of the newest residual once
-        the running average has seen ``1 / obs_noise_rate`` steps (about the last
-        ``2 / obs_noise_rate`` rows count); 0 averages all residuals."""
+        the running average has seen ``1 / obs_noise_rate`` rows (about the last
+        ``2 / obs_noise_rate`` rows count, at any ``batch_size``); 0 averages all residuals."""
         + _SHARED_PARAMS_DOC
         + """
 

@@ -283,19 +283,21 @@ def innovation_terms(apply_fn, family, prior, x, y, weight, obs_noise):
     return jnp.sum(weight[:, None] * whitened**2, axis=0)
 
 
-def update_noise_estimate(obs_noise, residual, weight, n_steps, rate):
-    """One step of LO-FI Eq. 66 per output: ``R <- (1 - eps) R + eps e^2``.
+def update_noise_estimate(obs_noise, residual, weight, n_rows, rate):
+    """LO-FI Eq. 66 per output, ``R <- (1 - eps) R + eps e^2``, over the rows of one step.
 
     ``e^2`` is the weighted mean over the step's rows of the squared one-step-ahead residual
-    ``y - h(x, mu_{t|t-1})``; ``eps = max(rate, 1 / (k + 2))`` after ``k`` steps, so the
-    initial value counts as one observation (Eq. 66 with ``eps_t = max(eps_min, 1/t)``
-    would replace it by the first squared residual). Row weights count as repeats, as in
-    the update: a step whose rows have mean weight ``w`` moves ``R`` as ``w`` steps with
-    that residual would, ``R <- (1 - eps)^w R + (1 - (1 - eps)^w) e^2`` (unchanged for
-    unit weights); a step without weight leaves ``R``.
+    ``y - h(x, mu_{t|t-1})``; ``eps = max(rate, 1 / (k + 2))`` after ``k = n_rows`` rows (the
+    step's first row's), so the initial value counts as one observation (Eq. 66 with ``eps_t = max(eps_min, 1/t)``
+    would replace it by the first squared residual). The estimate moves per observation,
+    whatever the rows of a step, and row weights count as repeats, as in the update: rows
+    of total weight ``W`` with that mean residual move ``R`` as ``W`` rows of it would,
+    ``R <- (1 - eps)^W R + (1 - (1 - eps)^W) e^2``, so ``rate`` is a forgetting rate per row
+    at any ``batch_size`` (it was per step: steps of ``B`` rows remembered ``B`` times as
+    many rows); a step without weight leaves ``R``.
     """
     total = jnp.sum(weight)
     squared = jnp.sum(weight[:, None] * residual**2, axis=0) / jnp.where(total > 0, total, 1.0)
-    eps = jnp.maximum(rate, 1.0 / (jnp.asarray(n_steps, obs_noise.dtype) + 2.0))
-    keep = (1 - eps) ** (total / weight.shape[0])
+    eps = jnp.maximum(rate, 1.0 / (jnp.asarray(n_rows, obs_noise.dtype) + 2.0))
+    keep = (1 - eps) ** total
     return keep * obs_noise + (1 - keep) * squared

@@ -523,7 +523,6 @@ def _scan_stream(
         # Randomness of a step depends only on the index of its first observation, so
         # cutting a stream into partial_fit calls differently gives the same draws.
         step_key = jax.random.fold_in(key, t)
-        n_steps = t // rows_per_step  # steps taken before this one
         # Rows that get their predict step (LO-FI Eq. 14 per observation; see predict_step).
         dynamic_rows = None if rows_per_step == 1 else m > 0
         step_hyper = hyper
@@ -577,7 +576,7 @@ def _scan_stream(
         elif dynamics.adaptive_obs_noise:
             # LO-FI Eq. 66 with the residual of the plug-in prediction at mu_{t|t-1}.
             residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior_mean, x))
-            noise = update_noise_estimate(noise, residual, m, n_steps, hyper.obs_noise_rate)
+            noise = update_noise_estimate(noise, residual, m, t, hyper.obs_noise_rate)
         return (state, t + jnp.asarray(m.shape[0], t.dtype), noise), out
 
     noise = hyper.obs_noise

@@ -261,6 +261,33 @@ def test_adaptive_noise_counts_row_weights_as_repeats(x64):
     np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
 
 
+def test_adaptive_noise_forgets_per_row_in_steps_of_several_rows(x64):
+    """In steps of three rows the estimate moves as three rows of the step's mean squared
+    residual would, ``R <- (1 - eps)^3 R + (1 - (1 - eps)^3) e^2``: ``obs_noise_rate`` is a
+    rate per row at any ``batch_size`` (per step, it remembered three times as many rows)."""
+    apply, n_params = network(1)
+    X, Y = stream(15, 1, seed=6)
+    sigma0, noise0, rate = 0.6, 1.0, 0.2
+    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
+    mean, cov, noise = mean0.copy(), sigma0**2 * np.eye(n_params), np.full(1, noise0)
+    for start in range(0, 15, 3):
+        rows = slice(start, start + 3)
+        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[rows]])
+        residual = Y[rows, 0] - np.asarray(apply(mean, X[rows])[:, 0])
+        innovation = h @ cov @ h.T + noise * np.eye(3)
+        gain = np.linalg.solve(innovation, h @ cov).T
+        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+        keep = (1 - max(rate, 1 / (start + 2))) ** 3
+        noise = keep * noise + (1 - keep) * np.mean(residual**2)
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    hyper = Hyperparameters(noise0, 1.0, 0.0, obs_noise_rate=rate)
+    state, estimate = run_filter(config, state, X, Y, hyper, batch_size=3)
+    np.testing.assert_allclose(estimate, noise, rtol=1e-9)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+
+
 def test_adaptive_noise_finds_the_noise_level():
     """On a long stationary linear-Gaussian stream the estimate approaches the true noise
     variance (plus the shrinking parameter uncertainty), from far too small and far too

@@ -1987,13 +1987,7 @@ class _BaseBONG(BaseEstimator):
                 f"{type(self).__name__} is {'not' if health.not_learning else 'barely'} learning: over its last "
                 f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss "
                 f"({health.model_mean_loss:.3g} nats per observation) {comparison} a constant predictor's "
-                f"({health.baseline_mean_loss:.3g}, "
-                + (
-                    f"the uniform distribution over the {health.baseline_stats.shape[0]} classes, which scored "
-                    f"better than {self._baseline_name})"
-                    if health.baseline_is_uniform
-                    else f"{self._baseline_name})"
-                )
+                f"({health.baseline_mean_loss:.3g}, {self._baseline_name})"
                 + (
                     f"; it classified {health.model_accuracy:.0%} of them right"
                     if self._likelihood == "categorical"

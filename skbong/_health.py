@@ -8,8 +8,6 @@ running log-loss of the model is compared with that of a constant predictor that
 online too,
 
 * categorical: the class frequencies seen so far (Krichevsky-Trofimov, ``(n_c + 1/2) / (n + C/2)``);
-  for the verdicts of learning, the uniform guess where it scored better over the window
-  (``StreamHealth.baseline_is_uniform``);
 * Gaussian: a Gaussian with the running mean and variance of each output, started from
   ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets). For
   the verdict "diverged" its variance is kept at or above the observation noise ``R``
@@ -346,31 +344,9 @@ class StreamHealth(NamedTuple):
         return self._per_observation(floored)
 
     @property
-    def baseline_is_uniform(self) -> bool:
-        """Categorical: whether the uniform distribution over the classes has scored better
-        than the class frequencies over the window, and stands in for the constant predictor
-        in the verdicts of learning. The frequencies pay for being learned, about
-        ``(C - 1) log(n) / (2 n)`` nats per row (the KT estimator's regret): on the 112
-        balanced rows of iris they scored 1.158 nats against ``log 3 = 1.099``, and a
-        network left at its initial, nearly uniform probabilities by ``sigma0=0.01`` (test
-        accuracy 0.37) beat them by 0.07, enough to count as learning."""
-        return self.baseline_stats.ndim == 1 and self.weight > 0 and self._uniform_loss < self.baseline_loss
-
-    @property
-    def _uniform_loss(self) -> float:
-        return float(np.log(self.baseline_stats.shape[0])) * self.weight
-
-    @property
-    def _learning_baseline_loss(self) -> float:
-        """The weighted sum of log-losses that the verdicts of learning compare with: the
-        constant predictor's, or the uniform distribution's where lower (``baseline_is_uniform``)."""
-        return self._uniform_loss if self.baseline_is_uniform else self.baseline_loss
-
-    @property
     def excess_loss(self) -> float:
-        """Weighted mean log-loss of the model minus that of the constant predictor (the
-        uniform distribution where it scored better, ``baseline_is_uniform``)."""
-        return self._per_observation(self.model_loss - self._learning_baseline_loss) if self.weight > 0 else 0.0
+        """Weighted mean log-loss of the model minus that of the constant predictor."""
+        return self._per_observation(self.model_loss - self.baseline_loss) if self.weight > 0 else 0.0
 
     @property
     def model_mean_loss(self) -> float:
@@ -378,9 +354,7 @@ class StreamHealth(NamedTuple):
 
     @property
     def baseline_mean_loss(self) -> float:
-        """Weighted mean log-loss of the constant predictor (the uniform distribution where
-        it scored better, ``baseline_is_uniform``)."""
-        return self._per_observation(self._learning_baseline_loss)
+        return self._per_observation(self.baseline_loss)
 
     @property
     def model_accuracy(self) -> float:

@@ -156,12 +156,14 @@ def _linearised_observation(apply, mu, xb, yb, likelihood, obs_noise):
 
 
 def _ekf_reference(apply, mean0, cov0, X, Y, likelihood, obs_noise, gamma, q, batch_size=1):
-    """Extended Kalman filter (covariance form; Sarkka 2013, LO-FI Sec. 3)."""
+    """Extended Kalman filter (covariance form; Sarkka 2013, LO-FI Sec. 3). The dynamics act
+    per observation: a batch takes its rows' predict steps in turn, then one update."""
     mu, cov = np.array(mean0, float), np.array(cov0, float)
     eye = np.eye(mu.shape[0])
     for start in range(0, X.shape[0], batch_size):
-        mu, cov = gamma * mu, gamma**2 * cov + q * eye
         rows = slice(start, start + batch_size)
+        for _ in range(len(X[rows])):
+            mu, cov = gamma * mu, gamma**2 * cov + q * eye
         yhat, H, R, y = _linearised_observation(apply, mu, X[rows], Y[rows], likelihood, obs_noise)
         S = H @ cov @ H.T + R
         K = np.linalg.solve(S, H @ cov).T  # Sigma H^T S^-1 (S, Sigma symmetric)

@@ -65,8 +65,8 @@ class Dynamics:
     ----------
     decay : callable or None
         ``decay(t) -> gamma_t``, a JAX-traceable function of the index ``t`` (int32) of a
-        row in the stream, evaluated at every row of a step (see ``predict_step``), replacing the constant ``Hyperparameters.dynamics_decay``. None
-        keeps the constant.
+        row in the stream, evaluated at every row of a step (see ``predict_step``),
+        replacing the constant ``Hyperparameters.dynamics_decay``. None keeps the constant.
     process_noise : callable or None
         ``process_noise(t) -> q_t``, likewise (e.g. a burst of noise where the user knows
         that the task changes). None keeps the constant.

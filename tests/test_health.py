@@ -690,6 +690,18 @@ def test_one_noise_scale_for_outputs_whose_errors_need_scales_far_apart_is_told(
         assert not [w for w in caught if "noise scales far apart" in str(w.message)], obs_noise
 
 
+def _streamed(reg, X, y, n_fitted, call_rows):
+    """Fit ``reg`` on the first ``n_fitted`` rows in calls of ``call_rows``; return the root
+    mean square z-score of the rest under ``return_std`` and the ConvergenceWarnings' texts."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        for start in range(0, n_fitted, call_rows):
+            reg.partial_fit(X[start : start + call_rows], y[start : start + call_rows])
+    mean, std = reg.predict(X[n_fitted:], return_std=True)
+    root_mean_square_z = np.sqrt(np.mean(((y[n_fitted:] - mean) / std) ** 2))
+    return root_mean_square_z, [str(w.message) for w in caught]
+
+
 @pytest.mark.parametrize("obs_noise", ["calibrated", "adaptive"])
 def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise):
     """Simple inflation discounts the prior with the data at every step (LO-FI Appendix
@@ -704,13 +716,7 @@ def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise)
 
     def stream(**params):
         reg = BONGRegressor(hidden_layer_sizes=(8,), inflation_alpha=0.01, obs_noise=obs_noise, random_state=0, **params)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            for start in range(0, 1200, 300):
-                reg.partial_fit(X[start : start + 300], y[start : start + 300])
-        mean, std = reg.predict(X[1200:], return_std=True)
-        root_mean_square_z = np.sqrt(np.mean(((y[1200:] - mean) / std) ** 2))
-        return root_mean_square_z, [str(w.message) for w in caught]
+        return _streamed(reg, X, y, 1200, 300)
 
     z, messages = stream(family="slr", inflation="simple")
     assert z < 0.05
@@ -734,13 +740,8 @@ def test_process_noise_widening_return_std_past_the_errors_is_told(obs_noise):
 
     def stream(q):
         reg = BONGRegressor(hidden_layer_sizes=(8,), process_noise=q, obs_noise=obs_noise, random_state=0)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            for start in range(0, 600, 50):
-                reg.partial_fit(X[start : start + 50], y[start : start + 50])
-        mean, std = reg.predict(X[600:], return_std=True)
-        root_mean_square_z = np.sqrt(np.mean(((y[600:] - mean) / std) ** 2))
-        return root_mean_square_z, [str(w.message) for w in caught if "does not match" in str(w.message)]
+        z, messages = _streamed(reg, X, y, 600, 50)
+        return z, [message for message in messages if "does not match" in message]
 
     z, messages = stream(1e6)
     assert z < 0.01

@@ -262,7 +262,7 @@ _SHARED_PARAMS_DOC = """
     dynamics_decay : float in (0, 1] or callable, default=1.0
         ``gamma`` of the predict step ``mu <- gamma mu`` applied before every observation
         (per row: a step of ``batch_size`` rows takes its rows' predict steps in turn). Below
-        1 it needs ``process_noise``: without it every step shrinks the covariance by
+        1 it needs ``process_noise``: without it every row shrinks the covariance by
         ``gamma^2`` until the belief collapses (``q = (1 - gamma^2) sigma0^2`` keeps the
         prior's variance). A callable ``dynamics_decay(t)`` gives ``gamma_t`` from the
         index ``t`` of the row in the stream (rows before it; a JAX int32 scalar; the
@@ -2034,7 +2034,7 @@ class _BaseBONG(BaseEstimator):
             # match them: the weights' part of the variance moved away from them.
             if self.inflation == "simple":
                 cause = (
-                    " With inflation='simple' the covariance is inflated at every step, the prior's share included "
+                    " With inflation='simple' the covariance is inflated before every row, the prior's share included "
                     "(LO-FI Appendix E.2), so the directions that no observation reaches widen without bound"
                     + (" (for family='slr', every direction outside its rank)" if self.family == "slr" else "")
                     + ", and the standard deviations of predict(return_std=True) with them. Use inflation='hybrid' "
@@ -2047,7 +2047,7 @@ class _BaseBONG(BaseEstimator):
                 shown = "a schedule" if callable(self.process_noise) else repr(self.process_noise)
                 cause = (
                     f" The variance it predicts is {ratio:.3g} times the mean square of its errors: process_noise "
-                    f"(now {shown}) adds to the variance of every weight at every step (LO-FI Eq. 19), and "
+                    f"(now {shown}) adds to the variance of every weight before every row (LO-FI Eq. 19), and "
                     "the standard deviations of predict(return_std=True) grow with it. Use a smaller process_noise"
                     + (", or a dynamics_decay below 1, which bounds that variance at q / (1 - gamma^2)." if not
                        callable(self.dynamics_decay) and self.dynamics_decay == 1 else ".")
@@ -2408,8 +2408,8 @@ class _BaseBONG(BaseEstimator):
 
     def _dynamics_advice(self) -> str:
         """The sentence that the health messages add when the weights are not static: process
-        noise widens the covariance at every step, and a decay below 1 without it shrinks
-        the covariance by ``gamma^2`` per step until the belief collapses (its variance
+        noise widens the covariance before every row, and a decay below 1 without it shrinks
+        the covariance by ``gamma^2`` per row until the belief collapses (its variance
         tends to ``q / (1 - gamma^2)``, LO-FI Eq. 19); empty for static weights."""
         decay, noise = self.dynamics_decay, self.process_noise
         if not callable(decay) and decay < 1 and not callable(noise) and noise == 0:
@@ -2423,23 +2423,23 @@ class _BaseBONG(BaseEstimator):
             # 1 - 1e-9 squared is 1 to three digits: the shrinkage as 1 - x, not as 1.
             shrink = f"{decay**2:.3g}" if decay**2 < 0.999 else f"1 - {1 - decay**2:.3g}"
             return (
-                f" With dynamics_decay={decay!r} and no process_noise, every step shrinks the covariance by "
+                f" With dynamics_decay={decay!r} and no process_noise, every row shrinks the covariance by "
                 f"gamma^2 = {shrink} until the belief collapses: add process_noise{keeps} or set "
                 "dynamics_decay=1."
             )
         causes = []
         if callable(noise) or noise > 0:
             shown = "a schedule" if callable(noise) else repr(noise)
-            causes.append(f"process_noise (now {shown}) widens the covariance at every step")
+            causes.append(f"process_noise (now {shown}) widens the covariance before every row")
         if callable(decay) or decay != 1:
             shown = "a schedule" if callable(decay) else repr(decay)
-            causes.append(f"dynamics_decay (now {shown}) moves the mean and the covariance at every step")
+            causes.append(f"dynamics_decay (now {shown}) moves the mean and the covariance before every row")
         if self.inflation is not None:
             # Inflation forgets too: a probe's inflation='simple' stream, diverged before any
             # drift, was told that its static weights could not follow a drift.
             causes.append(
                 f"inflation={self.inflation!r} (inflation_alpha now {self.inflation_alpha!r}) widens the covariance "
-                "at every step"
+                "before every row"
                 + (
                     ", the prior's share with it (inflation='hybrid' or 'bayesian' keep the prior's variance as a "
                     "bound)"

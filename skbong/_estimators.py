@@ -292,8 +292,10 @@ _SHARED_PARAMS_DOC = """
         observation once; more passes count the data several times.
     batch_size : int, default=1
         Observations per filter step (the paper uses 1). A call with fewer rows takes
-        them in one step of that size. A step's memory grows with the square of its rows;
-        one the device cannot hold raises ``MemoryError``.
+        them in one step of that size; so each call starts steps of its own, and cutting a
+        stream into calls gives the same model only for calls of multiples of
+        ``batch_size``. The dynamics act per row whatever the step. A step's memory grows
+        with the square of its rows; one the device cannot hold raises ``MemoryError``.
     shuffle : bool, default=True
         Whether ``fit`` shuffles the rows before each pass. ``partial_fit`` never shuffles.
     random_state : int, RandomState instance or None, default=None

@@ -71,8 +71,8 @@ class Dynamics:
         ``process_noise(t) -> q_t``, likewise (e.g. a burst of noise where the user knows
         that the task changes). None keeps the constant.
     inflation : {"bayesian", "simple", "hybrid"} or None
-        Covariance inflation by ``1 + alpha`` before each predict step (LO-FI Eqs. 79-81,
-        84-86, 89-91), with ``alpha = Hyperparameters.inflation``. "bayesian" and "hybrid"
+        Covariance inflation by ``1 + alpha`` before the predict step of each row (LO-FI
+        Eqs. 79-81, 84-86, 89-91; compounded over the rows of a step), with ``alpha = Hyperparameters.inflation``. "bayesian" and "hybrid"
         need the latent prior of Eq. 75, computed in closed form from constant dynamics:
         they refuse schedules.
     adaptive_obs_noise : bool

@@ -963,8 +963,8 @@ def run_filter(
         chunk's ``(log_prob, mean)`` (None without ``record``).
     latent_prior : LatentPrior, optional
         The initial prior ``N(mu_0, eta_0^{-1} I)``; required by Bayesian and hybrid
-        inflation (``config.dynamics``), ignored otherwise. The prior at step ``k`` is
-        that of ``k = n_seen // batch_size`` predict steps of the constant dynamics.
+        inflation (``config.dynamics``), ignored otherwise. The prior before the row of
+        index ``t`` is that of ``t`` predict steps (one per row) of the constant dynamics.
     return_valid : bool, default=False
         Also return :func:`belief_is_valid` of the updated belief, computed by the call's
         last compiled program rather than by one of its own.
@@ -1225,7 +1225,7 @@ def _run_chunks(
     _check_stream(config, state, X, Y, hyper, batch_size, n_lead)
     if isinstance(n_seen, bool) or not isinstance(n_seen, Integral) or n_seen < 0:
         raise ValueError(f"n_seen must be a non-negative integer (the rows absorbed before this call), got {n_seen!r}.")
-    rows_per_step = _step_rows(X.shape[0], batch_size, config)
+    rows_per_step = _step_rows(X.shape[0], batch_size)
     try:
         return jax.block_until_ready(
             _run_chunks_unchecked(
@@ -1317,14 +1317,13 @@ def _output_width(apply_fn, n_params: int, n_features: int, dtype: str) -> int:
     return int(np.prod(out.shape[1:], dtype=np.int64))
 
 
-def _step_rows(n_rows: int, batch_size: int, config: FilterConfig) -> int:
+def _step_rows(n_rows: int, batch_size: int) -> int:
     """Rows of each compiled filter step of a call with ``n_rows`` rows: ``batch_size``,
     except that a call with fewer rows takes one partial step padded to the next power of
     two of its rows, not to ``batch_size``. Padding rows weigh zero, so the step is the
-    same, and a step's cost and memory grow with the square of its rows or worse. The
-    latent prior of Bayesian and hybrid inflation counts steps by ``batch_size``, so those
-    keep the nominal shape."""
-    if n_rows < batch_size and not config.dynamics.needs_latent_prior:
+    same (the dynamics, the latent prior of Bayesian and hybrid inflation included, count
+    rows), and a step's cost and memory grow with the square of its rows or worse."""
+    if n_rows < batch_size:
         return 1 << max(n_rows - 1, 0).bit_length()
     return batch_size
 

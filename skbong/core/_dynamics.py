@@ -72,9 +72,9 @@ class Dynamics:
         that the task changes). None keeps the constant.
     inflation : {"bayesian", "simple", "hybrid"} or None
         Covariance inflation by ``1 + alpha`` before the predict step of each row (LO-FI
-        Eqs. 79-81, 84-86, 89-91; compounded over the rows of a step), with ``alpha = Hyperparameters.inflation``. "bayesian" and "hybrid"
-        need the latent prior of Eq. 75, computed in closed form from constant dynamics:
-        they refuse schedules.
+        Eqs. 79-81, 84-86, 89-91; compounded over the rows of a step), with ``alpha =
+        Hyperparameters.inflation``. "bayesian" and "hybrid" need the latent prior of Eq.
+        75, computed in closed form from constant dynamics: they refuse schedules.
     adaptive_obs_noise : bool
         Estimate the Gaussian observation variance online from the one-step-ahead
         residuals (LO-FI Eq. 66, per output) instead of keeping it fixed.

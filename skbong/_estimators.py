@@ -2031,6 +2031,24 @@ class _BaseBONG(BaseEstimator):
                 ),
                 ConvergenceWarning,
             )
+        elif condition == "noise_mismatch" and (
+            widened := self._widened_by_process_noise(config, X, health, obs_noise, calibrated)
+        ):
+            # Whatever the noise setting: the weights' part of the variance grew past the errors.
+            ratio, shown = widened
+            _warn(
+                f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
+                f"with the variance of their errors. The variance it predicts is {ratio:.3g} times the mean square "
+                f"of its errors: process_noise (now {shown}) adds to the variance of every weight before every row "
+                "(LO-FI Eq. 19), and the standard deviations of predict(return_std=True) grow with it. Use a smaller "
+                "process_noise"
+                + (
+                    ", or a dynamics_decay below 1, which bounds that variance at q / (1 - gamma^2)."
+                    if not callable(self.dynamics_decay) and self.dynamics_decay == 1
+                    else "."
+                ),
+                ConvergenceWarning,
+            )
         elif condition == "noise_mismatch" and not self._fixed_noise:
             # A noise fitted to the errors ("calibrated", "adaptive") that still does not
             # match them: the weights' part of the variance moved away from them.
@@ -2042,17 +2060,6 @@ class _BaseBONG(BaseEstimator):
                     + ", and the standard deviations of predict(return_std=True) with them. Use inflation='hybrid' "
                     f"or 'bayesian', which keep the prior's variance as a bound, or a smaller inflation_alpha (now "
                     f"{self.inflation_alpha!r})."
-                )
-            elif (ratio := self._predicted_variance_ratio(config, X, health)) > 1 and (
-                callable(self.process_noise) or self.process_noise > 0
-            ):
-                shown = "a schedule" if callable(self.process_noise) else repr(self.process_noise)
-                cause = (
-                    f" The variance it predicts is {ratio:.3g} times the mean square of its errors: process_noise "
-                    f"(now {shown}) adds to the variance of every weight before every row (LO-FI Eq. 19), and "
-                    "the standard deviations of predict(return_std=True) grow with it. Use a smaller process_noise"
-                    + (", or a dynamics_decay below 1, which bounds that variance at q / (1 - gamma^2)." if not
-                       callable(self.dynamics_decay) and self.dynamics_decay == 1 else ".")
                 )
             else:
                 cause = (
@@ -2174,18 +2181,27 @@ class _BaseBONG(BaseEstimator):
             ConvergenceWarning,
         )
 
-    def _predicted_variance_ratio(self, config, X, health) -> float:
-        """Mean predictive variance (that of ``predict(return_std=True)``, in the filter's
-        units) of the call's last ``HORIZON`` rows under the fitted belief, over the mean
-        square of the one-step-ahead errors in ``health``'s window: above 1, the
-        standard deviations predicted are too wide."""
+    def _widened_by_process_noise(self, config, X, health, obs_noise, calibrated):
+        """``(ratio, shown)`` where process noise is set and the predictive variance (that
+        of ``predict(return_std=True)``, in the filter's units) of the call's last
+        ``HORIZON`` rows under the fitted belief is ``ratio > 1`` times the mean square of
+        the one-step-ahead errors in ``health``'s window; else None. ``obs_noise`` is the
+        call's noise in the filter's units (``R_0`` where ``calibrated``, scaled by
+        ``noise_scale_``): ``obs_noise_`` is set only after the call (a probe's first fit
+        failed with an AttributeError on it, and a refit read the last fit's). The noise
+        alone cannot make a fixed-noise predictive too wide (its warning said "too small,
+        near 8.53" and, taken, "too large, near 8.11"), so the weights' part is named."""
+        noise = self.process_noise
+        if not (callable(noise) or noise > 0):
+            return None
         with _x64_scope(self.dtype):
             predictive = self._predictive(config)
             out = predict_distribution(
-                config, predictive, self._forecast(config), X[-HORIZON:], self._obs_noise(),
-                self._predict_key(self._seed, predictive),
+                config, predictive, self._forecast(config), X[-HORIZON:],
+                obs_noise * (self.noise_scale_ if calibrated else 1.0), self._predict_key(self._seed, predictive),
             )
-        return float(np.mean(np.asarray(out.var, np.float64)) / np.mean(health.mean_square_errors()))
+        ratio = float(np.mean(np.asarray(out.var, np.float64)) / np.mean(health.mean_square_errors()))
+        return (ratio, "a schedule" if callable(noise) else repr(noise)) if ratio > 1 else None
 
     def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):
         """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`

@@ -727,7 +727,7 @@ def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise)
         assert 0.3 < z < 3 and not messages, params
 
 
-@pytest.mark.parametrize("obs_noise", ["calibrated", "adaptive"])
+@pytest.mark.parametrize("obs_noise", ["calibrated", "adaptive", "auto"])
 def test_process_noise_widening_return_std_past_the_errors_is_told(obs_noise):
     """Process noise adds ``q`` to the variance of every weight at every step (LO-FI Eq. 19).
     At ``q = 1e6`` return_std ends hundreds of times above the errors of a sine that the
@@ -751,6 +751,10 @@ def test_process_noise_widening_return_std_past_the_errors_is_told(obs_noise):
     assert "is fitted to all the rows so far" not in messages[0]
     z, messages = stream(1e-4)
     assert 0.5 < z < 2 and not messages
+    # In one first call too: the check read obs_noise_, which only the end of the call sets
+    # (an AttributeError for "adaptive"), and a fixed noise was told it was too small.
+    with pytest.warns(ConvergenceWarning, match=r"process_noise \(now 1000000.0\) adds to the variance"):
+        BONGRegressor(hidden_layer_sizes=(8,), process_noise=1e6, obs_noise=obs_noise, random_state=0).fit(X, y)
 
 
 def test_a_prior_conflict_that_also_learns_nothing_says_both():

@@ -2343,6 +2343,19 @@ class _BaseBONG(BaseEstimator):
         if np.ptp(alive) > 1e-9 * max(1.0, float(np.max(np.abs(alive)))):
             return
         self._scales_tied_told = True
+        if n_seen <= self.batch_size:
+            # One step so far: every row was predicted at the prior mean, the same for every
+            # scale (a probe's 60 rows at batch_size=100 were told the updates ignore the
+            # covariance, and to fix sigma0).
+            _warn(
+                f"{type(self).__name__}: sigma0={self.sigma0!r} cannot choose a prior scale here: the {n_seen} "
+                f"observations so far fell in one step of batch_size={self.batch_size} rows, so each was predicted "
+                "at the prior mean, the same for every scale, and sigma0_ = "
+                f"{grid[int(np.argmax(evidence))]:g} is the grid's first scale, not a choice. Use a smaller "
+                "batch_size: the scales are told apart by the rows predicted after a step.",
+                UserWarning,
+            )
+            return
         plain = self.algorithm in ("bog", "bbb")
         _warn(
             f"{type(self).__name__}: sigma0={self.sigma0!r} cannot choose a prior scale here: after {n_seen} "

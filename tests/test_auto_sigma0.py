@@ -240,6 +240,10 @@ def test_scales_whose_evidence_cannot_differ_are_told_and_others_are_not():
         BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X, y)
         tied.partial_fit(X, y)  # said once per fit
     assert not [w for w in caught if "cannot choose" in str(w.message)]
+    # All the rows in one step: each predicted at the prior mean, whatever the scale. The
+    # remedy is a smaller batch_size (the warning said that the steps ignore the covariance).
+    with pytest.warns(UserWarning, match=r"fell in one step of batch_size=200 rows.*Use a smaller batch_size"):
+        BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", batch_size=200, random_state=0).fit(X, y)
 
 
 def test_a_predictive_changed_after_a_sweep_fit_warns_that_the_weights_mix_two_evidences():

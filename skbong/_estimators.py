@@ -1342,7 +1342,7 @@ class _BaseBONG(BaseEstimator):
         """Whether the covariance may widen without bound where no row reaches, which the
         noise check of a regressor then tests whatever the noise setting: simple inflation
         (LO-FI Appendix E.2), and process noise, which adds ``q`` to the variance of every
-        weight at every step (LO-FI Eq. 19; bounded at ``q / (1 - gamma^2)`` by a decay
+        weight before every row (LO-FI Eq. 19; bounded at ``q / (1 - gamma^2)`` by a decay
         below 1, which is still far too wide for a large ``q``: a probe's ``q = 1e6`` gave
         standard deviations 700 times the errors, silently)."""
         noise = self.process_noise
@@ -2018,14 +2018,7 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
             )
         elif condition == "forgotten":
-            excess, model_loss, constant_loss, accuracy = forgotten
-            if self._likelihood == "categorical":
-                how = (
-                    f"{model_loss:.3g} nats per row against {constant_loss:.3g} for their class frequencies; it "
-                    f"classifies {accuracy[0]:.0%} of them right, the most frequent class {accuracy[1]:.0%}"
-                )
-            else:
-                how = f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
+            how = self._in_sample_comparison(*forgotten[1:])
             _warn(
                 f"{type(self).__name__}: the fitted posterior predicts the rows of this call worse than a constant "
                 f"fitted to them ({how}), although one step ahead it predicted them better than a running constant "
@@ -2042,14 +2035,8 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
             )
         elif condition == "few_steps":
-            excess, model_loss, constant_loss, accuracy = forgotten
+            how = self._in_sample_comparison(*forgotten[1:])
             n_steps = n_passes * -(-X.shape[0] // self.batch_size)
-            how = (
-                f"{model_loss:.3g} nats per row against {constant_loss:.3g} for their class frequencies; it classifies "
-                f"{accuracy[0]:.0%} of them right, the most frequent class {accuracy[1]:.0%}"
-                if self._likelihood == "categorical"
-                else f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
-            )
             _warn(
                 f"{type(self).__name__}: the fitted posterior predicts the rows it was fitted on worse than a "
                 f"constant fitted to them ({how}). The call took {n_steps} step(s) of batch_size={self.batch_size} "
@@ -2233,6 +2220,16 @@ class _BaseBONG(BaseEstimator):
             )
         ratio = float(np.mean(np.asarray(out.var, np.float64)) / np.mean(health.mean_square_errors()))
         return (ratio, "a schedule" if callable(noise) else repr(noise)) if ratio > 1 else None
+
+    def _in_sample_comparison(self, model_loss: float, constant_loss: float, accuracy) -> str:
+        """How the fitted posterior predicts a call's rows against a constant fitted to them
+        (the last three entries of :meth:`_forgotten_rows`), for the warnings."""
+        if self._likelihood == "categorical":
+            return (
+                f"{model_loss:.3g} nats per row against {constant_loss:.3g} for their class frequencies; it "
+                f"classifies {accuracy[0]:.0%} of them right, the most frequent class {accuracy[1]:.0%}"
+            )
+        return f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
 
     def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):
         """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`

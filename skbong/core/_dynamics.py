@@ -288,8 +288,9 @@ def update_noise_estimate(obs_noise, residual, weight, n_rows, rate):
 
     ``e^2`` is the weighted mean over the step's rows of the squared one-step-ahead residual
     ``y - h(x, mu_{t|t-1})``; ``eps = max(rate, 1 / (k + 2))`` after ``k = n_rows`` rows (the
-    step's first row's), so the initial value counts as one observation (Eq. 66 with ``eps_t = max(eps_min, 1/t)``
-    would replace it by the first squared residual). The estimate moves per observation,
+    step's first row's), so the initial value counts as one observation (Eq. 66 with
+    ``eps_t = max(eps_min, 1/t)`` would replace it by the first squared residual). The
+    estimate moves per observation,
     whatever the rows of a step, and row weights count as repeats, as in the update: rows
     of total weight ``W`` with that mean residual move ``R`` as ``W`` rows of it would,
     ``R <- (1 - eps)^W R + (1 - (1 - eps)^W) e^2``, so ``rate`` is a forgetting rate per row

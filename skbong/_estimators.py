@@ -654,6 +654,16 @@ def _structure_difference(fitted, current) -> str:
     return "a network of another structure"
 
 
+def _has_process_noise(noise) -> bool:
+    """Whether a ``process_noise`` setting adds noise: a schedule, or a constant above 0."""
+    return callable(noise) or noise > 0
+
+
+def _shown(value) -> str:
+    """A dynamics setting as the messages show it: a schedule by kind, a constant by value."""
+    return "a schedule" if callable(value) else repr(value)
+
+
 def _class_name(model) -> str:
     cls = model if inspect.isclass(model) else type(model)
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -1345,8 +1355,7 @@ class _BaseBONG(BaseEstimator):
         weight before every row (LO-FI Eq. 19; bounded at ``q / (1 - gamma^2)`` by a decay
         below 1, which is still far too wide for a large ``q``: a probe's ``q = 1e6`` gave
         standard deviations 700 times the errors, silently)."""
-        noise = self.process_noise
-        widening = self.inflation == "simple" or callable(noise) or noise > 0
+        widening = self.inflation == "simple" or _has_process_noise(self.process_noise)
         return widening and self._likelihood != "categorical"
 
     def _noise_rate(self) -> float:
@@ -2050,14 +2059,14 @@ class _BaseBONG(BaseEstimator):
                 ConvergenceWarning,
             )
         elif condition == "noise_mismatch" and (
-            widened := self._widened_by_process_noise(config, X, health, obs_noise, calibrated)
+            ratio := self._widened_by_process_noise(config, X, health, obs_noise, calibrated)
         ):
             # Whatever the noise setting: the weights' part of the variance grew past the errors.
-            ratio, shown = widened
             _warn(
                 f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
                 f"with the variance of their errors. The variance it predicts is {ratio:.3g} times the mean square "
-                f"of its errors: process_noise (now {shown}) adds to the variance of every weight before every row "
+                f"of its errors: process_noise (now {_shown(self.process_noise)}) adds to the variance of every weight "
+                "before every row "
                 "(LO-FI Eq. 19), and the standard deviations of predict(return_std=True) grow with it. Use a smaller "
                 "process_noise"
                 + (
@@ -2200,7 +2209,7 @@ class _BaseBONG(BaseEstimator):
         )
 
     def _widened_by_process_noise(self, config, X, health, obs_noise, calibrated):
-        """``(ratio, shown)`` where process noise is set and the predictive variance (that
+        """``ratio`` where process noise is set and the predictive variance (that
         of ``predict(return_std=True)``, in the filter's units) of the call's last
         ``HORIZON`` rows under the fitted belief is ``ratio > 1`` times the mean square of
         the one-step-ahead errors in ``health``'s window; else None. ``obs_noise`` is the
@@ -2209,8 +2218,7 @@ class _BaseBONG(BaseEstimator):
         failed with an AttributeError on it, and a refit read the last fit's). The noise
         alone cannot make a fixed-noise predictive too wide (its warning said "too small,
         near 8.53" and, taken, "too large, near 8.11"), so the weights' part is named."""
-        noise = self.process_noise
-        if not (callable(noise) or noise > 0):
+        if not _has_process_noise(self.process_noise):
             return None
         with _x64_scope(self.dtype):
             predictive = self._predictive(config)
@@ -2219,7 +2227,7 @@ class _BaseBONG(BaseEstimator):
                 obs_noise * (self.noise_scale_ if calibrated else 1.0), self._predict_key(self._seed, predictive),
             )
         ratio = float(np.mean(np.asarray(out.var, np.float64)) / np.mean(health.mean_square_errors()))
-        return (ratio, "a schedule" if callable(noise) else repr(noise)) if ratio > 1 else None
+        return ratio if ratio > 1 else None
 
     def _in_sample_comparison(self, model_loss: float, constant_loss: float, accuracy) -> str:
         """How the fitted posterior predicts a call's rows against a constant fitted to them
@@ -2487,12 +2495,10 @@ class _BaseBONG(BaseEstimator):
                 "dynamics_decay=1."
             )
         causes = []
-        if callable(noise) or noise > 0:
-            shown = "a schedule" if callable(noise) else repr(noise)
-            causes.append(f"process_noise (now {shown}) widens the covariance before every row")
+        if _has_process_noise(noise):
+            causes.append(f"process_noise (now {_shown(noise)}) widens the covariance before every row")
         if callable(decay) or decay != 1:
-            shown = "a schedule" if callable(decay) else repr(decay)
-            causes.append(f"dynamics_decay (now {shown}) moves the mean and the covariance before every row")
+            causes.append(f"dynamics_decay (now {_shown(decay)}) moves the mean and the covariance before every row")
         if self.inflation is not None:
             # Inflation forgets too: a probe's inflation='simple' stream, diverged before any
             # drift, was told that its static weights could not follow a drift.

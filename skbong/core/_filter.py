@@ -13,6 +13,8 @@ compiled code.
 
 from __future__ import annotations
 
+import os
+import re
 from collections import Counter
 from functools import lru_cache, partial, wraps
 from numbers import Integral
@@ -1234,7 +1236,8 @@ def _run_chunks(
             )
         )
     except jax.errors.JaxRuntimeError as error:
-        if "RESOURCE_EXHAUSTED" not in str(error):
+        oversized = _oversized_array(str(error))
+        if "RESOURCE_EXHAUSTED" not in str(error) and oversized is None:
             raise
         n_members = int(np.prod(np.shape(state.mean)[:n_lead]))
         full = config.family.name in ("fc", "fc_mom")
@@ -1245,14 +1248,50 @@ def _run_chunks(
             remedies.append(f"fewer than the {n_members} filters run side by side")
         remedies.append("a smaller network")
         advice = " or ".join(filter(None, [", ".join(remedies[:-1]), remedies[-1]]))
-        # XLA:GPU's message spans lines (its autotuner's report); one line reads better.
-        cause = " ".join(str(error).split()).rstrip(".")
+        if "RESOURCE_EXHAUSTED" in str(error):
+            # XLA:GPU's message spans lines (its autotuner's report); one line reads better.
+            cause = " ".join(str(error).split()).rstrip(".")
+        else:
+            array, size, limit = oversized
+            cause = f"a step needs an array {array} of {size / 1e9:,.4g} GB, more than the device's {limit / 1e9:,.4g} GB"
         raise MemoryError(
             f"The filter ran out of device memory ({cause}). Its steps take {rows_per_step} "
             f"row(s) of {Y.shape[1]} output(s) for a {config.family.name!r} belief over P = "
             f"{np.shape(state.mean)[-1]:,} parameters: a step's memory grows with the square of its rows "
             f"times outputs{', and with P^2' if full else ''}. Use {advice}."
         ) from error
+
+
+#: An array in XLA's messages: its element type and dimensions, as in ``f32[2061584302080,2]``.
+_XLA_ARRAY = re.compile(r"\b(pred|bf16|[fsuc]\d+)\[(\d+(?:,\d+)*)\]")
+
+
+def _oversized_array(message: str) -> tuple[str, int, int] | None:
+    """The largest array that an XLA error names, its bytes and the default device's memory,
+    where that array alone is larger than the device's memory; else ``None``.
+
+    Some programs too large for the device fail before any allocation: XLA:GPU cannot
+    compile a matrix product of 2e12 rows (its GEMM autotuner finds no kernel and raises an
+    INTERNAL error) where a CPU reports ``RESOURCE_EXHAUSTED`` on allocating it."""
+    largest = None
+    for element, dims in _XLA_ARRAY.findall(message):
+        bits = 8 if element == "pred" else int(re.sub(r"\D", "", element))
+        size = int(np.prod([int(d) for d in dims.split(",")], dtype=object)) * bits // 8
+        if largest is None or size > largest[1]:
+            largest = (f"{element}[{dims}]", size)
+    if largest is None:
+        return None
+    device = jax.devices()[0]
+    try:
+        limit = (device.memory_stats() or {}).get("bytes_limit")
+    except (NotImplementedError, RuntimeError):  # a backend that keeps no statistics
+        limit = None
+    if not limit:
+        try:
+            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
+            return None
+    return (*largest, int(limit)) if largest[1] > limit else None
 
 
 def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: int) -> None:

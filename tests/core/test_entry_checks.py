@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from skbong.core import Hyperparameters, filter_posterior, make_config, run_filter
+from skbong.core._filter import _oversized_array
 
 
 def _linear(theta, x):
@@ -103,3 +104,20 @@ def test_vmap_over_sigma0_gives_the_separate_runs():
     batched = jax.vmap(final_mean)(scales)
     for row, sigma0 in zip(np.asarray(batched), [0.1, 1.0]):
         np.testing.assert_allclose(row, np.asarray(final_mean(sigma0)), rtol=1e-5, atol=1e-6)
+
+
+def test_an_xla_error_naming_an_array_beyond_the_device_reads_as_out_of_memory():
+    # XLA:GPU (jax 0.11.2 on an H200) refused to compile the 262,144-row step of
+    # test_step_beyond_the_device_memory_raises_memory_error_and_keeps_the_state with this
+    # INTERNAL error, where a CPU reports RESOURCE_EXHAUSTED: the filter reads the array's size.
+    gpu = (
+        "INTERNAL: No supported config found for HLO: %gemm_fusion_dot.31 = f32[2061584302080,2]{1,0} "
+        "fusion(%loop_multiply_fusion.9, %bitcast.507.0), kind=kCustom, calls=%gemm_fusion_dot.31_computation"
+    )
+    array, size, limit = _oversized_array(gpu)
+    assert array == "f32[2061584302080,2]" and size == 2061584302080 * 2 * 4 and 0 < limit < size
+    assert _oversized_array(gpu.replace("2061584302080", "2061")) is None  # 16 kB: another failure
+    assert _oversized_array("INTERNAL: pred[3] and s64[7,2] but bf16[4096,4096,4096,64]")[:2] == (
+        "bf16[4096,4096,4096,64]", 2 * 4096**3 * 64
+    )
+    assert _oversized_array("INTERNAL: a failure that names no array") is None

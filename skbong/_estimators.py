@@ -341,6 +341,13 @@ _SHARED_NOTES_DOC = """
     it does not silently repeat one fit."""
 
 
+_POSTERIOR_ARRAYS_DOC = """ After a fit its
+        fields are ``jax.Array`` on JAX's default device, so that the next ``partial_fit``
+        starts there (an unpickled estimator's are NumPy arrays until it next predicts or
+        fits); ``np.asarray`` copies one to the host. JAX computes with them at its own
+        defaults: float32 products at reduced precision on a GPU (TF32), and a
+        ``dtype="float64"`` belief's arithmetic in float32 outside ``jax.enable_x64``."""
+
 _SHARED_ATTRIBUTES_DOC = """
     sigma0_ : float
         Prior scale of ``posterior_``: ``sigma0``, or with ``sigma0="auto"`` the scale of
@@ -2985,6 +2992,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
     posterior_ : NamedTuple
         Belief state of the family (``skbong.core.FullCovState``, ``DiagState`` or
         ``DLRState``); its first field is the posterior mean of the flat weights."""
+        + _POSTERIOR_ARRAYS_DOC
         + _SHARED_ATTRIBUTES_DOC
         + """
     n_features_in_ : int
@@ -3417,6 +3425,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
     ----------
     posterior_ : NamedTuple
         Belief state of the family; its first field is the posterior mean."""
+        + _POSTERIOR_ARRAYS_DOC
         + _SHARED_ATTRIBUTES_DOC
         + """
     obs_noise_ : ndarray of shape (n_outputs,)

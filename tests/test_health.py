@@ -432,11 +432,13 @@ def test_unscaled_inputs_warn_for_the_built_in_mlp_only(digits):
 def _prior_output_std(clf, X):
     """Standard deviation of the logits under the prior N(mu_0, sigma0^2 I), linearised at
     mu_0, over the first PRIOR_CHECK_ROWS rows: sigma0 times the RMS of the Jacobian rows,
-    from dense per-row Jacobians."""
+    from dense per-row Jacobians. At full float32 precision, as the check computes it: JAX's
+    default runs a GPU's float32 products on TF32, 3.5e-5 apart on an H200."""
     spec = clf._spec
-    jac = jax.vmap(lambda x: jax.jacrev(lambda theta: spec.apply(theta, x[None])[0])(clf._prior_mean))(
-        jnp.asarray(X[:PRIOR_CHECK_ROWS], jnp.float32)
-    )
+    with jax.default_matmul_precision("highest"):
+        jac = jax.vmap(lambda x: jax.jacrev(lambda theta: spec.apply(theta, x[None])[0])(clf._prior_mean))(
+            jnp.asarray(X[:PRIOR_CHECK_ROWS], jnp.float32)
+        )
     return clf.sigma0 * float(np.sqrt(np.mean(np.sum(np.asarray(jac, np.float64) ** 2, axis=2))))
 
 

@@ -1315,8 +1315,8 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
             raise ValueError(
                 f"obs_noise must be one variance or one per output ({n_outputs}), got shape {np.shape(noise)[n_lead:]}."
             )
-        # A host value is the caller's; a device one the filter's own estimate, or traced.
-        if isinstance(noise, np.ndarray) and not np.all(noise > 0):
+        noise = _concrete(noise)
+        if noise is not None and not np.all(noise > 0):
             raise ValueError(f"obs_noise must be positive (a variance), got {noise}.")
     if not np.all(np.isfinite(Y)):
         raise ValueError("Y holds NaN or infinite values.")
@@ -1332,13 +1332,20 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
 
 
 def _check_hyperparameter_ranges(hyper) -> None:
-    """Refuse a host (caller's) hyperparameter outside its range, as a schedule is refused
-    (:meth:`Dynamics.check_schedule_ranges`); device values (traced, or estimates carried
-    from an earlier call) are the filter's own and pass."""
+    """Refuse a hyperparameter outside its range, as a schedule is refused
+    (:meth:`Dynamics.check_schedule_ranges`): NumPy values and JAX arrays alike (a JAX user's
+    ``jnp.asarray(-1.0)`` ran to a NaN posterior); only values traced by the caller's
+    ``vmap`` pass unchecked."""
     for name, (valid, expected) in HYPERPARAMETER_RANGES.items():
-        value = getattr(hyper, name)
-        if isinstance(value, np.ndarray) and not np.all(np.isfinite(value) & valid(value)):
+        value = _concrete(getattr(hyper, name))
+        if value is not None and not np.all(np.isfinite(value) & valid(value)):
             raise ValueError(f"{name} must be finite and {expected}, got {value}.")
+
+
+def _concrete(value) -> np.ndarray | None:
+    """``value`` on the host, or ``None`` for a value traced by the caller (``jax.vmap`` of
+    :func:`filter_posterior`), whose entries are not known here."""
+    return None if isinstance(value, jax.core.Tracer) else np.asarray(value)
 
 
 @lru_cache(maxsize=256)

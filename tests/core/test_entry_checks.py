@@ -52,6 +52,12 @@ def _data():
         ({"dynamics_decay": 0.0}, "dynamics_decay must be finite and in \\(0, 1\\]"),
         ({"process_noise": -1.0}, "process_noise must be finite and >= 0"),
         ({"algorithm": "blr", "learning_rate": -1.0}, "learning_rate must be finite and > 0"),
+        # The same values as JAX arrays, which a JAX user passes: before, they ran unchecked
+        # to a NaN posterior (obs_noise 0 or -1, process_noise -0.5) or to means near 1e8.
+        ({"obs_noise": jnp.asarray(0.0)}, "obs_noise must be positive"),
+        ({"dynamics_decay": jnp.asarray(1.5)}, "dynamics_decay must be finite and in \\(0, 1\\]"),
+        ({"process_noise": jnp.asarray(-0.5)}, "process_noise must be finite and >= 0"),
+        ({"algorithm": "bog", "learning_rate": jnp.asarray(-1.0)}, "learning_rate must be finite and > 0"),
         ({"n_seen": -5}, "n_seen must be a non-negative integer"),
         ({"inflation": 0.5}, "inflation=0.5 has no effect"),
         ({"obs_noise_rate": 0.1}, "obs_noise_rate=0.1 has no effect"),

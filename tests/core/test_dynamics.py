@@ -234,11 +234,26 @@ def test_adaptive_noise_matches_dense_recursion(n_out, x64):
     np.testing.assert_allclose(state.cov, cov, rtol=1e-8, atol=1e-10)
 
 
+def _repeats_keep(k, weight, rate):
+    """What Eq. 66 keeps of ``R`` over ``weight`` repeats of a row after ``k`` rows, each
+    repeat at ``eps = max(rate, 1 / (k + 2 + i))``; a fraction of a repeat, as the weighted
+    running mean takes a fractional count, ``(k + 1 + i) / (k + 1 + i + f)`` while the
+    running mean's ``eps`` exceeds ``rate``, else ``(1 - rate)^f``."""
+    keep, i = 1.0, 0
+    while weight - i > 0:
+        part = min(1.0, weight - i)
+        if 1 / (k + 2 + i) > rate:
+            keep *= (k + 1 + i) / (k + 1 + i + part)
+        else:
+            keep *= (1 - rate) ** part
+        i += 1
+    return keep
+
+
 def test_adaptive_noise_counts_row_weights_as_repeats(x64):
     """With row weights the EKF runs at ``R / w`` and Eq. 66 counts a row of weight ``w``
-    as ``w`` repeats of its residual, ``R <- (1 - eps)^w R + (1 - (1 - eps)^w) e^2``: a
-    row of weight 0 leaves the estimate, one of weight 1e-12 barely moves it (it moved it
-    as a full row did)."""
+    as ``w`` repeats of its residual: a row of weight 0 leaves the estimate, one of weight
+    1e-12 barely moves it (it moved it as a full row did)."""
     apply, n_params = network(1)
     X, Y = stream(12, 1, seed=6)
     weights = np.array([1.0, 2.0, 0.0, 1e-12, 0.5, 3.0, 1.0, 0.0, 1.5, 1.0, 0.25, 1.0])
@@ -250,7 +265,7 @@ def test_adaptive_noise_counts_row_weights_as_repeats(x64):
             continue
         residual = y - np.asarray(apply(mean, x[None])[0])
         mean, cov = dense_ekf_update(apply, mean, cov, x, y, noise / w)
-        keep = (1 - max(rate, 1 / (k + 2))) ** w
+        keep = _repeats_keep(k, w, rate)
         noise = keep * noise + (1 - keep) * residual**2
 
     config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
@@ -263,8 +278,8 @@ def test_adaptive_noise_counts_row_weights_as_repeats(x64):
 
 def test_adaptive_noise_forgets_per_row_in_steps_of_several_rows(x64):
     """In steps of three rows the estimate moves as three rows of the step's mean squared
-    residual would, ``R <- (1 - eps)^3 R + (1 - (1 - eps)^3) e^2``: ``obs_noise_rate`` is a
-    rate per row at any ``batch_size`` (per step, it remembered three times as many rows)."""
+    residual would, each at its own ``eps``: ``obs_noise_rate`` is a rate per row at any
+    ``batch_size`` (per step, it remembered three times as many rows)."""
     apply, n_params = network(1)
     X, Y = stream(15, 1, seed=6)
     sigma0, noise0, rate = 0.6, 1.0, 0.2
@@ -277,7 +292,7 @@ def test_adaptive_noise_forgets_per_row_in_steps_of_several_rows(x64):
         innovation = h @ cov @ h.T + noise * np.eye(3)
         gain = np.linalg.solve(innovation, h @ cov).T
         mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
-        keep = (1 - max(rate, 1 / (start + 2))) ** 3
+        keep = np.prod([1 - max(rate, 1 / (start + 2 + i)) for i in range(3)])
         noise = keep * noise + (1 - keep) * np.mean(residual**2)
 
     config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
@@ -286,6 +301,23 @@ def test_adaptive_noise_forgets_per_row_in_steps_of_several_rows(x64):
     state, estimate = run_filter(config, state, X, Y, hyper, batch_size=3)
     np.testing.assert_allclose(estimate, noise, rtol=1e-9)
     np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("batch_size", [1, 8, 16])
+def test_adaptive_noise_at_rate_zero_is_the_running_mean_at_any_batch_size(batch_size, x64):
+    """At ``obs_noise_rate=0`` Eq. 66 is the running mean ``(R_0 + sum e^2) / (N + 1)``. At a
+    prior so narrow that the weights barely move, the residuals are the same in steps of any
+    size, so the estimate must be too (a probe: 3.4877 in steps of 1, 3.126 of 8, 3.643 of
+    16, each step keeping ``(1 - 1/(k + 2))^B`` of ``R``)."""
+    apply, n_params = network(1)
+    X, _ = stream(16, 1, seed=6)
+    Y = np.concatenate([np.full((8, 1), 3.0), np.full((8, 1), 0.1)])  # large residuals first
+    mean0 = np.random.default_rng(7).normal(scale=0.5, size=n_params)
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(adaptive_obs_noise=True))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(1e-6))
+    _, estimate = run_filter(config, state, X, Y, Hyperparameters(1.0, 1.0, 0.0), batch_size=batch_size)
+    residual = Y - np.asarray(apply(jnp.asarray(mean0), jnp.asarray(X)))
+    np.testing.assert_allclose(estimate, (1.0 + np.sum(residual**2)) / 17, rtol=1e-6)
 
 
 def test_adaptive_noise_finds_the_noise_level():

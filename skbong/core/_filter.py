@@ -390,8 +390,11 @@ def predict_step(config: FilterConfig, state, hyper: Hyperparameters, t, n_steps
     ``t, ..., t + B - 1`` the belief moves as the predict steps of its rows in turn would
     move it, ``gamma = prod_i gamma_i``, ``q = sum_i q_i prod_{j > i} gamma_j^2`` (exact:
     the linear dynamics compose), and inflation by ``1 + alpha`` per row makes one by
-    ``(1 + alpha)^n`` (exact for the simple and hybrid forms alone; Bayesian inflation's
-    mean is pulled once, towards the latent prior at ``n_steps``). So a schedule sees
+    ``(1 + alpha)^n`` before them. Simple inflation scales the covariance, so it composes
+    with the dynamics exactly: ``q = sum_i q_i prod_{j > i} (1 + alpha) gamma_j^2``. The
+    hybrid and Bayesian forms add to the precision; with process noise they compose only
+    approximately, and Bayesian inflation's mean is pulled once, towards the latent prior
+    at ``n_steps`` (each form alone, without dynamics, is exact). So a schedule sees
     every row's index: ``jnp.where(t % 1000 == 0, ...)`` acts in the step that holds row
     1000 at any ``batch_size``, and a constant ``q`` adds ``q`` per row, as at
     ``batch_size=1`` (once per step, steps of 3 rows skipped a burst at row 1000 and
@@ -431,8 +434,12 @@ def predict_step(config: FilterConfig, state, hyper: Hyperparameters, t, n_steps
         gammas, qs = jax.vmap(lambda row: dynamics.at(row, decay, process_noise))(index)
         gammas = jnp.where(rows, jnp.broadcast_to(gammas, rows.shape), 1.0)
         qs = jnp.where(rows, jnp.broadcast_to(qs, rows.shape), 0.0)
-        # prod_{j > i} gamma_j^2: the decay of the rows after row i.
-        later = jnp.cumprod(gammas[::-1] ** 2)[::-1]
+        # prod_{j > i} gamma_j^2: what the rows after row i do to the noise it added; simple
+        # inflation multiplies the covariance by 1 + alpha at each of them too.
+        scales = gammas**2
+        if dynamics.inflation == "simple":
+            scales = scales * jnp.where(rows, 1.0 + alpha, 1.0)
+        later = jnp.cumprod(scales[::-1])[::-1]
         later = jnp.concatenate([later[1:], jnp.ones((1,), later.dtype)])
         gamma, q = jnp.prod(gammas), jnp.sum(qs * later)
         if dynamics.inflation is not None:

@@ -173,6 +173,34 @@ def test_inflation_acts_per_row_in_steps_of_several_rows(kind, x64):
     np.testing.assert_allclose(state.cov, cov, rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.parametrize("family,rank", [("fc", 1), ("dlr", 30)])
+def test_simple_inflation_and_dynamics_act_per_row_in_steps_of_several_rows(family, rank, x64):
+    """Simple inflation with decay and process noise in steps of three rows: per row,
+    ``Sigma <- gamma^2 (1 + alpha) Sigma + q I``, then one update with the three rows. The
+    step inflated first and then added the rows' composed noise uninflated (a probe of the
+    core: means 5.5e-3 and covariances 4.2e-4 from the per-row recursion)."""
+    apply, n_params = network(1)
+    X, Y = stream(12, 1, seed=4)
+    sigma0, obs_noise, decay, q, alpha = 0.8, 0.2, 0.97, 0.02, 0.3
+    mean0 = np.random.default_rng(5).normal(scale=0.5, size=n_params)
+    mean, cov = mean0.copy(), sigma0**2 * np.eye(n_params)
+    for start in range(0, 12, 3):
+        for _ in range(3):
+            mean, cov = decay * mean, decay**2 * (1 + alpha) * cov + q * np.eye(n_params)
+        rows = slice(start, start + 3)
+        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[rows]])
+        innovation = h @ cov @ h.T + obs_noise * np.eye(3)
+        gain = np.linalg.solve(innovation, h @ cov).T
+        residual = Y[rows, 0] - np.asarray(apply(mean, X[rows])[:, 0])
+        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+
+    config = make_config(apply, "gaussian", family, rank, dynamics=Dynamics(inflation="simple"))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    state = run_filter(config, state, X, Y, Hyperparameters(obs_noise, decay, q, inflation=alpha), batch_size=3)
+    np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(config.family.covariance(state), cov, rtol=1e-7, atol=1e-10)
+
+
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr", "slr"])
 @pytest.mark.parametrize("kind", ["bayesian", "simple", "hybrid"])
 def test_inflate_every_family(family, kind, x64):

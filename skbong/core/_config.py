@@ -8,6 +8,7 @@ compiled code. Combinations that are not available fail here with a clear messag
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Callable
@@ -232,6 +233,12 @@ def make_config(
         "slr": DiagonalLowRank(int(rank), spherical=True),
     }[family]
     likelihood_obj = _known(LIKELIHOODS, "likelihood", likelihood)
+    try:
+        floor = float(cov_floor)
+    except (TypeError, ValueError):
+        floor = math.nan
+    if isinstance(cov_floor, (bool, str)) or not math.isfinite(floor) or floor < 0:
+        raise ValueError(f"cov_floor must be a finite number >= 0 (a variance added to the covariance), got {cov_floor!r}.")
     if likelihood == "categorical" and cov_floor:
         likelihood_obj = Categorical(float(cov_floor))
     dynamics = Dynamics() if dynamics is None else dynamics

@@ -194,7 +194,18 @@ def _jit(static_argnames, cpu_options=CPU_COMPILER_OPTIONS):
         @wraps(fun)
         def call(*args, **kwargs):
             with jax.default_matmul_precision(MATMUL_PRECISION):
-                return compiled(*args, **kwargs)
+                try:
+                    return compiled(*args, **kwargs)
+                except ValueError as error:
+                    if "can only be passed to top-level" not in str(error):
+                        raise
+                    # JAX's words name an inner program and its XLA options.
+                    raise TypeError(
+                        "skbong's filter runs on the host, feeding compiled chunks of rows to the device, so "
+                        "filter_posterior, run_filter and run_sweep cannot be traced by jax.jit or differentiated "
+                        "by jax.grad (jax.vmap over a hyperparameter works). Inside a program of your own, call "
+                        "predict_step and update_step in a jax.lax.scan."
+                    ) from error
 
         return call
 

@@ -127,3 +127,25 @@ def test_an_xla_error_naming_an_array_beyond_the_device_reads_as_out_of_memory()
         "bf16[4096,4096,4096,64]", 2 * 4096**3 * 64
     )
     assert _oversized_array("INTERNAL: a failure that names no array") is None
+
+
+@pytest.mark.parametrize("cov_floor", [-1.0, float("nan"), "0.1", True])
+def test_make_config_refuses_a_cov_floor_that_is_no_variance(cov_floor):
+    # A negative or NaN floor ran as no floor at all: Categorical tested "> 0" in one place
+    # and "== 0" in another (a probe of the core).
+    with pytest.raises(ValueError, match="cov_floor must be a finite number >= 0"):
+        make_config(_two_logits, "categorical", "dlr", 2, cov_floor=cov_floor)
+    make_config(_two_logits, "categorical", "dlr", 2, cov_floor=np.float32(0.1))
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the message comes from the CPU's XLA options")
+@pytest.mark.parametrize("transform", [jax.jit, jax.grad])
+def test_tracing_filter_posterior_says_what_to_do_instead(transform):
+    # JAX's own error named an inner program (_scan) and its XLA options (a probe of the core).
+    X, Y = _data()
+
+    def fit(sigma0):
+        return filter_posterior(_linear, jnp.zeros(3), X, Y, family="dlr", rank=2, sigma0=sigma0).mean.sum()
+
+    with pytest.raises(TypeError, match="cannot be traced by jax.jit.*predict_step and update_step"):
+        transform(fit)(1.0)

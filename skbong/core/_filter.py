@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._config import FilterConfig, _positive_int
+from ._config import PREDICTIVES, FilterConfig, _positive_int
 from ._curvature import (
     LayeredVector,
     LinearizedEF,
@@ -1568,11 +1568,39 @@ def predict_distribution(
     if key is None:
         key = default_key(predictive)
     obs_noise = _as_hyper(obs_noise, dtype)
+    X = _row_source(X)
+    _check_prediction(config, predictive, state, X, obs_noise, block_rows)
     outs = []
     for block, n_rows in _padded_blocks(X, dtype, block_rows):
         out = _predict_chunk(config, predictive, state, block, obs_noise, key)
         outs.append(type(out)(*(np.asarray(a)[:n_rows] for a in out)))
     return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))
+
+
+def _check_prediction(config: FilterConfig, predictive, state, X, obs_noise, block_rows) -> None:
+    """Refuse what :func:`predict_distribution` cannot predict with, as the filter refuses
+    it: rows that are no rows, a predictive of the other likelihood (probabilities of 1
+    for a Gaussian), a non-positive noise (negative variances), NaN inputs."""
+    _positive_int("predict_distribution", "block_rows", block_rows)
+    if X.ndim < 2 or X.shape[0] == 0:
+        raise ValueError(f"X must hold one row per observation, at least one, got shape {X.shape}.")
+    if not np.all(np.isfinite(X.data if _is_sparse(X) else X)):
+        raise ValueError("X holds NaN or infinite values.")
+    likelihood = "gaussian" if isinstance(config.likelihood, Gaussian) else "categorical"
+    for name, (predictive_cls, likelihoods) in PREDICTIVES.items():
+        if type(predictive) is predictive_cls and likelihood not in likelihoods:
+            raise ValueError(
+                f"predictive {name!r} ({predictive_cls.__name__}) applies to the {' and '.join(likelihoods)} "
+                f"likelihood only; this config's is {likelihood}."
+            )
+    n_features = int(np.prod(X.shape[1:], dtype=np.int64))
+    width = _output_width(config.apply_fn, state.mean.shape[-1], n_features, str(state.mean.dtype))
+    if likelihood == "gaussian":
+        if np.shape(obs_noise) not in ((), (1,), (width,)):
+            raise ValueError(f"obs_noise must be one variance or one per output ({width}), got shape {np.shape(obs_noise)}.")
+        noise = _concrete(obs_noise)
+        if noise is not None and not np.all(np.isfinite(noise) & (noise > 0)):
+            raise ValueError(f"obs_noise must be positive and finite (a variance), got {noise}.")
 
 
 def prior_output_spread(config: FilterConfig, mean, sigma0: float, X) -> float:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from skbong.core import Hyperparameters, filter_posterior, make_config, run_filter
+from skbong.core import Hyperparameters, filter_posterior, make_config, make_predictive, predict_distribution, run_filter
 from skbong.core._filter import _oversized_array
 
 
@@ -149,3 +149,37 @@ def test_tracing_filter_posterior_says_what_to_do_instead(transform):
 
     with pytest.raises(TypeError, match="cannot be traced by jax.jit.*predict_step and update_step"):
         transform(fit)(1.0)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"obs_noise": -1.0}, "obs_noise must be positive and finite"),
+        ({"obs_noise": np.ones(3)}, "one per output \\(1\\)"),
+        ({"predictive": "probit"}, "'probit' \\(Probit\\) applies to the categorical likelihood only"),
+        ({"predictive": "mc"}, "'mc' \\(MonteCarlo\\) applies to the categorical likelihood only"),
+        ({"X": "empty"}, "at least one, got shape \\(0, 3\\)"),
+        ({"X": "wide"}, "fails for params of shape \\(3,\\) \\(the prior mean\\) and rows of 4 feature"),
+        ({"X": "nan"}, "X holds NaN"),
+        ({"block_rows": 0}, "block_rows must be a positive integer"),
+    ],
+)
+def test_predict_distribution_refuses_what_the_filter_refuses(change, match):
+    # Before (a probe of the core): variances of -0.97 and NaN log-probabilities for
+    # obs_noise=-1, "probabilities" of exactly 1 from Probit on a Gaussian config, an
+    # IndexError for no rows, a dot_general TypeError for a wrong width, NaN for NaN rows,
+    # "range() arg 3 must not be zero" for block_rows=0.
+    X, Y = _data()
+    config = make_config(_linear, "gaussian", "dlr", 2)
+    state = run_filter(config, config.family.init(jnp.zeros(3), jnp.asarray(1.0)), X, Y, Hyperparameters(1.0, 1.0, 0.0))
+    kwargs = {"obs_noise": 1.0, "block_rows": 8}
+    predictive = make_predictive("linearized", "gaussian")
+    rows = {"empty": X[:0], "wide": np.ones((5, 4)), "nan": np.where(np.arange(20)[:, None] == 3, np.nan, X)}
+    if "predictive" in change:
+        predictive = make_predictive(change.pop("predictive"), "categorical")
+    X = rows[change.pop("X")] if "X" in change else X
+    kwargs.update(change)
+    with pytest.raises(ValueError, match=match):
+        predict_distribution(config, predictive, state, X, **kwargs)
+    valid = predict_distribution(config, make_predictive("linearized", "gaussian"), state, _data()[0], block_rows=8)
+    assert valid.mean.shape == (20, 1) and np.all(np.isfinite(valid.mean))

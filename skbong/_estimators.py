@@ -1998,8 +1998,8 @@ class _BaseBONG(BaseEstimator):
                 f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
                 f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
                 f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: "
-                f"{sigma0_remedy.lower()} ({sigma0_scales}), scale the inputs{inflation_hint}, or average over the posterior "
-                "(predictive='probit')."
+                f"{sigma0_remedy.lower()} ({sigma0_scales}), scale the inputs{inflation_hint}"
+                + self._averaging_advice()
                 + dynamics_advice
                 + weight_advice
                 + target_advice,
@@ -2543,6 +2543,20 @@ class _BaseBONG(BaseEstimator):
         float64 belief's DLR algebra builds float64 matrices, which need JAX's x64 mode)."""
         with _x64_scope(self.dtype):
             return np.asarray(_marginal_variance_of(config.family, jax.tree_util.tree_map(_on_device, state)))
+
+    def _averaging_advice(self) -> str:
+        """The end of the overconfidence warning's remedies: to average over the posterior,
+        unless the estimator does; a predictive other than the plug-in that the running
+        check did not score (it scores the plug-in unless ``prequential=True`` or a grid of
+        prior scales weighs them by that predictive) is named."""
+        if self.predictive == "plugin":
+            return ", or average over the posterior (predictive='probit')."
+        if self.prequential or self._sigma0_grid() is not None:
+            return "."
+        return (
+            f". These are the plug-in predictive's losses: predictive={self.predictive!r} is used by predict_proba "
+            "but not scored while fitting (prequential=True scores it)."
+        )
 
     def _check_memory(self, n_params: int) -> None:
         """Refuse a full-covariance family whose fit cannot fit in the device's memory.

@@ -7,8 +7,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
+from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
 
 from skbong import BONGClassifier, BONGRegressor
 from skbong._health import (
@@ -281,6 +283,26 @@ def test_weights_far_past_the_dynamics_prior_are_a_divergence():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         assert BONGClassifier(process_noise=1e-4, dynamics_decay=0.999, **params).fit(X, y).score(X, y) > 0.95
+
+
+def test_the_overconfidence_warning_advises_averaging_only_where_the_estimator_does_not():
+    # breast_cancer at sigma0=2 (standardised training split): overconfident. With
+    # predictive='probit' set, the warning still said to set it: the running check had
+    # scored the plug-in (a probe). It now says so, and is silent where probit is scored.
+    X, y = load_breast_cancer(return_X_y=True)
+    X, _, y, _ = train_test_split(X, y, random_state=0, stratify=y)
+    X = StandardScaler().fit_transform(X)
+    said = {}
+    for predictive, prequential in (("plugin", False), ("probit", False), ("probit", True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            BONGClassifier(sigma0=2.0, predictive=predictive, prequential=prequential, random_state=0).fit(X, y)
+        said[predictive, prequential] = _messages(caught, "is overconfident")
+    (plugin,), (probit,) = said["plugin", False], said["probit", False]
+    assert plugin.endswith("or average over the posterior (predictive='probit').")
+    assert "predictive='probit' is used by predict_proba but not scored while fitting" in probit
+    assert "average over the posterior" not in probit
+    assert not said["probit", True]
 
 
 def test_a_classifier_that_learns_nothing_warns(digits):

@@ -805,7 +805,6 @@ def test_one_step_over_every_row_gets_no_verdict_of_not_learning():
     accuracy 0.87 (chance 0.4) was not learning. Ten steps come first; at batch_size 10 the same rows
     give them, and a model that cannot learn (labels shuffled) is still told."""
     from sklearn.datasets import load_wine
-    from sklearn.preprocessing import StandardScaler
 
     X, y = load_wine(return_X_y=True)
     X = StandardScaler().fit_transform(X)
@@ -845,7 +844,6 @@ def test_on_unscaled_inputs_the_advice_names_scaling_not_a_smaller_sigma0():
     the sigma0 of a spread of 1, which learned less. Both now name scaling the inputs, and
     a smaller sigma0 only where the weights ran away (raw digits at sigma0 = 10)."""
     from sklearn.datasets import load_wine
-    from sklearn.model_selection import train_test_split
 
     X, _, y, _ = train_test_split(*load_wine(return_X_y=True), random_state=1)
     with pytest.raises(FloatingPointError, match="diverged") as raised, warnings.catch_warnings():

@@ -500,6 +500,15 @@ def test_a_prior_too_wide_for_the_family_warns(digits):
             assert not found
     assert spreads["dlr", 1.0] < PRIOR_OUTPUT_STD_CORRELATED < spreads["dlr", 3.0]
     assert spreads["diag", 0.3] < PRIOR_OUTPUT_STD < spreads["diag", 1.0]
+    # The sigma0 the message offers gives half the limit's spread (a spread of 1 was too
+    # narrow on tabular data, a probe) and fits without the warning.
+    offered = float(re.search(r"about ([0-9.e-]+) gives a spread of 3\b", message).group(1))
+    clf = BONGClassifier(hidden_layer_sizes=(16,), family="dlr", sigma0=offered, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.fit(X, y)
+    assert not _messages(caught, "the prior is too wide")
+    np.testing.assert_allclose(_prior_output_std(clf, X), PRIOR_OUTPUT_STD_CORRELATED / 2, rtol=0.05)
 
 
 def test_a_linear_model_takes_the_correlated_limit_on_a_diagonal_family():
@@ -856,7 +865,7 @@ def test_on_unscaled_inputs_the_advice_names_scaling_not_a_smaller_sigma0():
         warnings.simplefilter("always", ConvergenceWarning)
         BONGClassifier(random_state=1).fit(X, y)
     (width,) = _messages(caught, "the prior is too wide")
-    assert "standardise X first" in width and "gives a spread of 1" not in width
+    assert "standardise X first" in width and "gives a spread of" not in width
 
 
 def test_a_stream_sorted_by_label_that_forgot_its_early_rows_is_told():

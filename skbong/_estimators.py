@@ -312,8 +312,11 @@ _SHARED_PARAMS_DOC = """
         which weigh them; for the regressor at the noise ``R_0`` the scales share, not the
         calibrated one a fixed ``sigma0`` records at, so the two records, and ``history_``'s
         log-losses, do not compare: a probe's diabetes stream gave -7.24 and -5.55 nats a row
-        for one posterior). Costs one prediction per observation. Recording never changes the
-        posterior; the health checks then score the recorded predictive.
+        for one posterior). Costs one prediction per observation. Recording takes the same
+        updates, but in another compiled program, whose float32 round-off can differ: a few
+        ulps that an unstable fit amplifies (a probe: 7e-7 in the mean on a stable fit,
+        12 on breast_cancer at an overconfident ``sigma0=2`` with ``predictive="probit"``;
+        6.5e-9 in float64). The health checks then score the recorded predictive.
     verbose : int, default=0
         When positive, print a progress line after each compiled chunk of at most 512
         updates: rows done, rows per second (compute, not dispatch: each chunk is

@@ -59,6 +59,7 @@ from ._health import (
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
     FORGETTING_ROWS,
+    FEW_STEPS_EXCESS,
     FORGOTTEN_EXCESS,
     MIN_OBSERVATIONS,
     in_sample_excess,
@@ -1917,7 +1918,8 @@ class _BaseBONG(BaseEstimator):
             # against 1.10 for their class frequencies, silently).
             n_seen < MIN_STEPS * self.batch_size
             and X.shape[0] >= MIN_OBSERVATIONS
-            and (forgotten := self._forgotten_rows(config, X, Y, sample_weight, noise_floor)) is not None
+            and (forgotten := self._forgotten_rows(config, X, Y, sample_weight, noise_floor, FEW_STEPS_EXCESS))
+            is not None
         ):
             condition = "few_steps"
         else:
@@ -2249,12 +2251,12 @@ class _BaseBONG(BaseEstimator):
             )
         return f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
 
-    def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor):
+    def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor, threshold=FORGOTTEN_EXCESS):
         """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`
         of the fitted posterior (plug-in, as ``posterior_`` after the call) on up to
         ``FORGETTING_ROWS`` rows of the call, evenly spaced in its order, if it is above
-        ``FORGOTTEN_EXCESS``; else None. ``accuracy`` (categorical) is the model's and the
-        most frequent class's share of rows classified right."""
+        ``threshold``; else None. ``accuracy`` (categorical) is the model's and the most
+        frequent class's share of rows classified right."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
         w = np.ones(rows.size) if sample_weight is None else np.asarray(sample_weight, np.float64)[rows]
         rows, w = rows[w > 0], w[w > 0]
@@ -2265,7 +2267,7 @@ class _BaseBONG(BaseEstimator):
         means = np.asarray(out.mean, np.float64)
         Y = np.asarray(Y[rows], np.float64)
         excess, model, constant = in_sample_excess(self._likelihood, Y, w, means, noise_floor)
-        if not excess > FORGOTTEN_EXCESS:
+        if not excess > threshold:
             return None
         accuracy = None
         if self._likelihood == "categorical":

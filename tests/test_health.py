@@ -847,6 +847,23 @@ def test_a_fit_of_too_few_steps_that_predicts_its_own_rows_worse_than_a_constant
         assert BONGClassifier(family="dlr", **params).fit(X, y).score(X, y) >= 0.5
 
 
+def test_a_regressor_in_one_step_worse_than_the_mean_on_its_own_rows_is_told():
+    """A regressor in one step of 2,000 friedman1 rows: R^2 -0.38 on its own rows (the
+    linearised step from the prior mean overshoots), silently, since 0.5 log(MSE / Var) =
+    0.16 lay under the threshold of forgotten rows (a probe). Worse than the mean on the
+    rows that fitted it is a failure; in steps of 1,000 rows it fits (R^2 above 0.8)."""
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(2000, noise=1.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    with pytest.warns(ConvergenceWarning, match=r"fitted on worse than a constant.*1 step\(s\) of batch_size=2000"):
+        reg = BONGRegressor(batch_size=2000, family="diag", random_state=0).fit(X, y)
+    assert reg.score(X, y) < 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert BONGRegressor(batch_size=1000, family="diag", random_state=0).fit(X, y).score(X, y) > 0.8
+
+
 def test_on_unscaled_inputs_the_advice_names_scaling_not_a_smaller_sigma0():
     """Raw wine (mean square 5e4): the built-in MLP diverges at every sigma0 down to 7e-4,
     and each error used to say to lower sigma0 further, while the prior-width warning offered

@@ -331,10 +331,12 @@ def filter_posterior(
     if dynamics is not None:
         dynamics.check_schedule_ranges(n_seen, jnp.shape(Y)[0])
     mean0 = jnp.asarray(init_mean)
-    if mean0.ndim != 1 or not jnp.issubdtype(mean0.dtype, jnp.floating):
+    if mean0.ndim != 1 or mean0.dtype not in (jnp.float32, jnp.float64):
+        # float16 and bfloat16 are floating-point too, but the filter's linear algebra
+        # (eigh, Cholesky) has no kernels for them: a NotImplementedError(KeyError) before.
         raise ValueError(
-            f"init_mean must be a 1-D floating-point array (the prior mean of the P parameters, in the dtype "
-            f"the filter computes in), got shape {mean0.shape} and dtype {mean0.dtype}."
+            f"init_mean must be a 1-D float32 or float64 array (the prior mean of the P parameters, in the "
+            f"dtype the filter computes in), got shape {mean0.shape} and dtype {mean0.dtype}."
         )
     if not isinstance(sigma0, jax.core.Tracer) and not np.all(np.isfinite(sigma0) & (np.asarray(sigma0) > 0)):
         # (vmap may trace it)

@@ -1111,6 +1111,11 @@ def run_sweep(
         Last, only with ``return_valid``.
     """
     dtype = states.mean.dtype
+    if np.ndim(states.mean) != 2:
+        raise ValueError(
+            f"states must be the members' beliefs stacked on a leading axis (states.mean of shape (K, P)), got "
+            f"states.mean of shape {np.shape(states.mean)}: e.g. jax.vmap(config.family.init)(means, sigma0s)."
+        )
     n_members = states.mean.shape[0]
     if keys is None:
         keys = default_key(config.estimator)
@@ -1317,6 +1322,12 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
     would otherwise take silently: ``Y`` shorter than ``X`` was padded with targets of 0
     and weight 1, a ``Y`` narrower than the network's outputs broadcast against them."""
     _positive_int("run_filter", "batch_size", batch_size)
+    expected = _state_class(config.family)
+    if type(state) is not expected:
+        raise ValueError(
+            f"state is a {type(state).__name__}, the belief of another family: family {config.family.name!r} "
+            f"keeps a {expected.__name__} (config.family.init(mean0, sigma0) makes one)."
+        )
     if np.ndim(Y) == 0 or X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must have one row per observation: X has {X.shape[0]} rows, Y has shape {np.shape(Y)}.")
     n_outputs = int(np.prod(Y.shape[1:], dtype=np.int64))
@@ -1364,6 +1375,12 @@ def _concrete(value) -> np.ndarray | None:
     """``value`` on the host, or ``None`` for a value traced by the caller (``jax.vmap`` of
     :func:`filter_posterior`), whose entries are not known here."""
     return None if isinstance(value, jax.core.Tracer) else np.asarray(value)
+
+
+@lru_cache(maxsize=64)
+def _state_class(family) -> type:
+    """The NamedTuple class of ``family``'s beliefs (traced once, never run)."""
+    return type(jax.eval_shape(family.init, jax.ShapeDtypeStruct((2,), "float32"), jax.ShapeDtypeStruct((), "float32")))
 
 
 @lru_cache(maxsize=256)
@@ -1648,6 +1665,11 @@ def predict_at(config: FilterConfig, params, X) -> np.ndarray:
         Class probabilities (categorical) or regression means (Gaussian).
     """
     params = jnp.asarray(params)
+    if params.ndim != 2:
+        raise ValueError(
+            f"params must hold one flat parameter vector per row, shape (S, P), got shape {params.shape} "
+            "(one vector: params[None])."
+        )
     outs = []
     for block, n_rows in _padded_blocks(X, params.dtype):
         outs.append(np.asarray(_outputs_at(config, params, block))[:, :n_rows])
@@ -1661,4 +1683,5 @@ def _sample(config: FilterConfig, state, key, n_samples: int):
 
 def sample_posterior(config: FilterConfig, state, n_samples: int, key) -> np.ndarray:
     """``n_samples`` draws of the flat parameter vector from the belief, shape ``(S, P)``."""
+    _positive_int("sample_posterior", "n_samples", n_samples)
     return np.asarray(_sample(config, state, key, int(n_samples)))

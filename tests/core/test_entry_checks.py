@@ -183,3 +183,28 @@ def test_predict_distribution_refuses_what_the_filter_refuses(change, match):
         predict_distribution(config, predictive, state, X, **kwargs)
     valid = predict_distribution(config, make_predictive("linearized", "gaussian"), state, _data()[0], block_rows=8)
     assert valid.mean.shape == (20, 1) and np.all(np.isfinite(valid.mean))
+
+
+def test_entry_points_name_the_mistake():
+    # Each raised an error that named JAX's internals (a probe of the core): AttributeError
+    # 'DiagState' object has no attribute 'cov', NotImplementedError(KeyError) for float16,
+    # an IndexError for an unstacked sweep state or one parameter vector, XLA's iota
+    # TypeError for a negative number of draws.
+    from skbong.core import predict_at, run_sweep, sample_posterior
+
+    X, Y = _data()
+    fc, diag = make_config(_linear, "gaussian", "fc"), make_config(_linear, "gaussian", "diag")
+    prior = fc.family.init(jnp.zeros(3), jnp.asarray(1.0))
+    hyper = Hyperparameters(1.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="state is a DiagState, the belief of another family: family 'fc' keeps a FullCov"):
+        run_filter(fc, diag.family.init(jnp.zeros(3), jnp.asarray(1.0)), X, Y, hyper)
+    with pytest.raises(ValueError, match="init_mean must be a 1-D float32 or float64 array.*float16"):
+        filter_posterior(_linear, jnp.zeros(3, jnp.float16), X, Y)
+    with pytest.raises(ValueError, match="stacked on a leading axis"):
+        run_sweep(fc, prior, X, Y, hyper)
+    with pytest.raises(ValueError, match="n_samples must be a positive integer, got -1"):
+        sample_posterior(fc, prior, -1, jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="shape \\(S, P\\), got shape \\(3,\\)"):
+        predict_at(fc, np.zeros(3), X)
+    assert predict_at(fc, np.zeros((2, 3)), X).shape == (2, 20, 1)
+    assert run_filter(fc, prior, X, Y, hyper).mean.shape == (3,)

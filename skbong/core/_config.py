@@ -238,7 +238,9 @@ def make_config(
     except (TypeError, ValueError):
         floor = math.nan
     if isinstance(cov_floor, (bool, str)) or not math.isfinite(floor) or floor < 0:
-        raise ValueError(f"cov_floor must be a finite number >= 0 (a variance added to the covariance), got {cov_floor!r}.")
+        raise ValueError(
+            f"cov_floor must be a finite number >= 0 (a variance added to the covariance), got {cov_floor!r}."
+        )
     if likelihood == "categorical" and cov_floor:
         likelihood_obj = Categorical(float(cov_floor))
     dynamics = Dynamics() if dynamics is None else dynamics

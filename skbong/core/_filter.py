@@ -1276,7 +1276,10 @@ def _run_chunks(
             cause = " ".join(str(error).split()).rstrip(".")
         else:
             array, size, limit = oversized
-            cause = f"a step needs an array {array} of {size / 1e9:,.4g} GB, more than the device's {limit / 1e9:,.4g} GB"
+            cause = (
+                f"a step needs an array {array} of {size / 1e9:,.4g} GB, more than the device's "
+                f"{limit / 1e9:,.4g} GB"
+            )
         raise MemoryError(
             f"The filter ran out of device memory ({cause}). Its steps take {rows_per_step} "
             f"row(s) of {Y.shape[1]} output(s) for a {config.family.name!r} belief over P = "
@@ -1614,7 +1617,9 @@ def _check_prediction(config: FilterConfig, predictive, state, X, obs_noise, blo
     width = _output_width(config.apply_fn, state.mean.shape[-1], n_features, str(state.mean.dtype))
     if likelihood == "gaussian":
         if np.shape(obs_noise) not in ((), (1,), (width,)):
-            raise ValueError(f"obs_noise must be one variance or one per output ({width}), got shape {np.shape(obs_noise)}.")
+            raise ValueError(
+                f"obs_noise must be one variance or one per output ({width}), got shape {np.shape(obs_noise)}."
+            )
         noise = _concrete(obs_noise)
         if noise is not None and not np.all(np.isfinite(noise) & (noise > 0)):
             raise ValueError(f"obs_noise must be positive and finite (a variance), got {noise}.")

@@ -59,6 +59,16 @@ def dense_ekf_update(apply, mean, cov, x, y, obs_noise):
     return mean + gain @ residual, cov - gain @ innovation @ gain.T
 
 
+def dense_batch_ekf_update(apply, mean, cov, xs, ys, obs_noise):
+    """One extended Kalman update with the rows ``xs`` of a one-output network at once (a
+    step of ``len(xs)`` rows, one linearisation point); also returns the residuals."""
+    h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in xs])
+    innovation = h @ cov @ h.T + obs_noise * np.eye(len(xs))
+    gain = np.linalg.solve(innovation, h @ cov).T
+    residual = ys[:, 0] - np.asarray(apply(mean, xs)[:, 0])
+    return mean + gain @ residual, cov - gain @ innovation @ gain.T, residual
+
+
 # ---------------------------------------------------------------------- spherical LO-FI
 def test_spherical_lofi_matches_algorithms_6_and_7(x64):
     """``family="slr"``: mean and precision ``eta I + U Lambda^2 U^T`` of Algorithms 6-7."""
@@ -159,11 +169,7 @@ def test_inflation_acts_per_row_in_steps_of_several_rows(kind, x64):
             mean, precision = dense_inflate(kind, alpha, mean, precision, mean0, sigma0**-2)
         cov = np.linalg.inv(precision)
         rows = slice(start, start + 3)
-        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[rows]])
-        innovation = h @ cov @ h.T + obs_noise * np.eye(3)
-        gain = np.linalg.solve(innovation, h @ cov).T
-        residual = Y[rows, 0] - np.asarray(apply(mean, X[rows])[:, 0])
-        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+        mean, cov, _ = dense_batch_ekf_update(apply, mean, cov, X[rows], Y[rows], obs_noise)
 
     config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(inflation=kind))
     state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
@@ -188,11 +194,7 @@ def test_simple_inflation_and_dynamics_act_per_row_in_steps_of_several_rows(fami
         for _ in range(3):
             mean, cov = decay * mean, decay**2 * (1 + alpha) * cov + q * np.eye(n_params)
         rows = slice(start, start + 3)
-        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[rows]])
-        innovation = h @ cov @ h.T + obs_noise * np.eye(3)
-        gain = np.linalg.solve(innovation, h @ cov).T
-        residual = Y[rows, 0] - np.asarray(apply(mean, X[rows])[:, 0])
-        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+        mean, cov, _ = dense_batch_ekf_update(apply, mean, cov, X[rows], Y[rows], obs_noise)
 
     config = make_config(apply, "gaussian", family, rank, dynamics=Dynamics(inflation="simple"))
     state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
@@ -315,11 +317,7 @@ def test_adaptive_noise_forgets_per_row_in_steps_of_several_rows(x64):
     mean, cov, noise = mean0.copy(), sigma0**2 * np.eye(n_params), np.full(1, noise0)
     for start in range(0, 15, 3):
         rows = slice(start, start + 3)
-        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[rows]])
-        residual = Y[rows, 0] - np.asarray(apply(mean, X[rows])[:, 0])
-        innovation = h @ cov @ h.T + noise * np.eye(3)
-        gain = np.linalg.solve(innovation, h @ cov).T
-        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+        mean, cov, residual = dense_batch_ekf_update(apply, mean, cov, X[rows], Y[rows], noise)
         keep = np.prod([1 - max(rate, 1 / (start + 2 + i)) for i in range(3)])
         noise = keep * noise + (1 - keep) * np.mean(residual**2)
 
@@ -624,11 +622,7 @@ def test_schedules_match_dense_recursion(x64):
             gamma, q = float(decay_at(row)), float(noise_at(row))
             mean, cov = gamma * mean, gamma**2 * cov + q * np.eye(n_params)
         # A step of two rows: one update with both rows' Jacobians, at one prior.
-        h = np.concatenate([np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean)) for x in X[t : t + 2]])
-        innovation = h @ cov @ h.T + obs_noise * np.eye(2)
-        gain = np.linalg.solve(innovation, h @ cov).T
-        residual = Y[t : t + 2, 0] - np.asarray(apply(mean, X[t : t + 2])[:, 0])
-        mean, cov = mean + gain @ residual, cov - gain @ innovation @ gain.T
+        mean, cov, _ = dense_batch_ekf_update(apply, mean, cov, X[t : t + 2], Y[t : t + 2], obs_noise)
 
     config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(decay=decay_at, process_noise=noise_at))
     state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))

@@ -241,8 +241,8 @@ def make_config(
         raise ValueError(
             f"cov_floor must be a finite number >= 0 (a variance added to the covariance), got {cov_floor!r}."
         )
-    if likelihood == "categorical" and cov_floor:
-        likelihood_obj = Categorical(float(cov_floor))
+    if likelihood == "categorical" and floor:
+        likelihood_obj = Categorical(floor)
     dynamics = Dynamics() if dynamics is None else dynamics
     if dynamics.adaptive_obs_noise and likelihood != "gaussian":
         raise ValueError("An adaptive observation noise (LO-FI Eq. 66) applies to the Gaussian likelihood only.")

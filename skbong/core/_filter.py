@@ -1342,14 +1342,7 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
             f"apply_fn returns {width} output(s) per row and Y has {n_outputs} column(s){one_hot}: they must match."
         )
     if isinstance(config.likelihood, Gaussian):
-        noise = hyper.obs_noise
-        if np.shape(noise)[n_lead:] not in ((), (1,), (n_outputs,)):
-            raise ValueError(
-                f"obs_noise must be one variance or one per output ({n_outputs}), got shape {np.shape(noise)[n_lead:]}."
-            )
-        noise = _concrete(noise)
-        if noise is not None and not np.all(noise > 0):
-            raise ValueError(f"obs_noise must be positive (a variance), got {noise}.")
+        _check_obs_noise(hyper.obs_noise, n_outputs, n_lead)
     if not np.all(np.isfinite(Y)):
         raise ValueError("Y holds NaN or infinite values.")
     # (A row of zeros, no class observed, adds the curvature alone: tests use it.)
@@ -1361,6 +1354,18 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
             "categorical likelihood; a row of other values is a target no class can match."
         )
     _check_hyperparameter_ranges(hyper)
+
+
+def _check_obs_noise(noise, n_outputs: int, n_lead: int = 0) -> None:
+    """Refuse an observation noise that is not one positive variance or one per output
+    (after ``n_lead`` leading axes, a sweep's members)."""
+    if np.shape(noise)[n_lead:] not in ((), (1,), (n_outputs,)):
+        raise ValueError(
+            f"obs_noise must be one variance or one per output ({n_outputs}), got shape {np.shape(noise)[n_lead:]}."
+        )
+    noise = _concrete(noise)
+    if noise is not None and not np.all(np.isfinite(noise) & (noise > 0)):
+        raise ValueError(f"obs_noise must be positive and finite (a variance), got {noise}.")
 
 
 def _check_hyperparameter_ranges(hyper) -> None:
@@ -1616,13 +1621,7 @@ def _check_prediction(config: FilterConfig, predictive, state, X, obs_noise, blo
     n_features = int(np.prod(X.shape[1:], dtype=np.int64))
     width = _output_width(config.apply_fn, state.mean.shape[-1], n_features, str(state.mean.dtype))
     if likelihood == "gaussian":
-        if np.shape(obs_noise) not in ((), (1,), (width,)):
-            raise ValueError(
-                f"obs_noise must be one variance or one per output ({width}), got shape {np.shape(obs_noise)}."
-            )
-        noise = _concrete(obs_noise)
-        if noise is not None and not np.all(np.isfinite(noise) & (noise > 0)):
-            raise ValueError(f"obs_noise must be positive and finite (a variance), got {noise}.")
+        _check_obs_noise(obs_noise, width)
 
 
 def prior_output_spread(config: FilterConfig, mean, sigma0: float, X) -> float:

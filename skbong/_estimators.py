@@ -96,7 +96,16 @@ from .core import (
 )
 from .core._curvature import layer_weights
 from .core._dynamics import latent_prior_at
-from .core._filter import CPU_RUN_ONCE_OPTIONS, _dense_rows, _is_sparse, _jit, _padded_blocks, _row_source, default_key
+from .core._filter import (
+    CPU_RUN_ONCE_OPTIONS,
+    _dense_rows,
+    _device_memory,
+    _is_sparse,
+    _jit,
+    _padded_blocks,
+    _row_source,
+    default_key,
+)
 
 __all__ = ["BONGClassifier", "BONGRegressor", "AUTO_SIGMA0"]
 
@@ -687,50 +696,6 @@ def _is_linen(model) -> bool:
     return any(
         getattr(base, "__module__", "").startswith("flax.linen") and base.__name__ == "Module" for base in cls.__mro__
     )
-
-
-def _device_memory() -> tuple[int | None, str]:
-    """Bytes of memory that a fit may still take on JAX's default device, and the device's
-    name: on an accelerator, the allocator's limit less what it holds; on a CPU, the host's
-    available memory (``MemAvailable`` of ``/proc/meminfo``, else its physical memory), or
-    the container's headroom (cgroup v2 ``memory.max`` less ``memory.current``) where that
-    is lower. Not the physical memory: a probe's fit that needed 23.0 GB of a 25.3 GB host,
-    about 21 GB of it free, passed the check against the total, and the kernel killed the
-    process. ``None`` where none is known."""
-    device = jax.devices()[0]
-    name = f"{device.platform}:{device.id}"
-    try:
-        stats = device.memory_stats()
-    except (NotImplementedError, RuntimeError):  # a backend that keeps no statistics
-        stats = None
-    if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), name
-    try:
-        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
-        return None, name
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    limit = min(limit, int(line.split()[1]) * 1024)  # in kB
-                    break
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max") as cgroup:
-            text = cgroup.read().strip()
-        if text.isdigit():
-            used = 0
-            try:
-                with open("/sys/fs/cgroup/memory.current") as cgroup:
-                    used = int(cgroup.read().strip())
-            except (OSError, ValueError):
-                pass
-            limit = min(limit, int(text) - used)
-    except OSError:
-        pass
-    return limit, "this host" if device.platform == "cpu" else name
 
 
 #: What ``validate_data`` gives the filter: float64 or float32 (kept as given), and sparse

@@ -1275,10 +1275,10 @@ def _run_chunks(
             # XLA:GPU's message spans lines (its autotuner's report); one line reads better.
             cause = " ".join(str(error).split()).rstrip(".")
         else:
-            array, size, limit = oversized
+            array, size, limit, device = oversized
             cause = (
-                f"a step needs an array {array} of {size / 1e9:,.4g} GB, more than the device's "
-                f"{limit / 1e9:,.4g} GB"
+                f"a step needs an array {array} of {size / 1e9:,.4g} GB, more than the {limit / 1e9:,.4g} GB "
+                f"available on {device}"
             )
         raise MemoryError(
             f"The filter ran out of device memory ({cause}). Its steps take {rows_per_step} "
@@ -1292,9 +1292,10 @@ def _run_chunks(
 _XLA_ARRAY = re.compile(r"\b(pred|bf16|[fsuc]\d+)\[(\d+(?:,\d+)*)\]")
 
 
-def _oversized_array(message: str) -> tuple[str, int, int] | None:
-    """The largest array that an XLA error names, its bytes and the default device's memory,
-    where that array alone is larger than the device's memory; else ``None``.
+def _oversized_array(message: str) -> tuple[str, int, int, str] | None:
+    """The largest array that an XLA error names, its bytes, and the memory available on the
+    default device and its name (:func:`_device_memory`), where that array alone is larger
+    than that memory; else ``None``.
 
     Some programs too large for the device fail before any allocation: XLA:GPU cannot
     compile a matrix product of 2e12 rows (its GEMM autotuner finds no kernel and raises an
@@ -1307,17 +1308,52 @@ def _oversized_array(message: str) -> tuple[str, int, int] | None:
             largest = (f"{element}[{dims}]", size)
     if largest is None:
         return None
+    limit, device = _device_memory()
+    return (*largest, limit, device) if limit is not None and largest[1] > limit else None
+
+
+def _device_memory() -> tuple[int | None, str]:
+    """Bytes of memory that a fit may still take on JAX's default device, and the device's
+    name: on an accelerator, the allocator's limit less what it holds; on a CPU, the host's
+    available memory (``MemAvailable`` of ``/proc/meminfo``, else its physical memory), or
+    the container's headroom (cgroup v2 ``memory.max`` less ``memory.current``) where that
+    is lower. Not the physical memory: a probe's fit that needed 23.0 GB of a 25.3 GB host,
+    about 21 GB of it free, passed the check against the total, and the kernel killed the
+    process. ``None`` where none is known."""
     device = jax.devices()[0]
+    name = f"{device.platform}:{device.id}"
     try:
-        limit = (device.memory_stats() or {}).get("bytes_limit")
+        stats = device.memory_stats()
     except (NotImplementedError, RuntimeError):  # a backend that keeps no statistics
-        limit = None
-    if not limit:
-        try:
-            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
-            return None
-    return (*largest, int(limit)) if largest[1] > limit else None
+        stats = None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), name
+    try:
+        limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
+        return None, name
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    limit = min(limit, int(line.split()[1]) * 1024)  # in kB
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max") as cgroup:
+            text = cgroup.read().strip()
+        if text.isdigit():
+            used = 0
+            try:
+                with open("/sys/fs/cgroup/memory.current") as cgroup:
+                    used = int(cgroup.read().strip())
+            except (OSError, ValueError):
+                pass
+            limit = min(limit, int(text) - used)
+    except OSError:
+        pass
+    return limit, "this host" if device.platform == "cpu" else name
 
 
 def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: int) -> None:

@@ -127,7 +127,7 @@ def test_an_xla_error_naming_an_array_beyond_the_device_reads_as_out_of_memory()
         "INTERNAL: No supported config found for HLO: %gemm_fusion_dot.31 = f32[2061584302080,2]{1,0} "
         "fusion(%loop_multiply_fusion.9, %bitcast.507.0), kind=kCustom, calls=%gemm_fusion_dot.31_computation"
     )
-    array, size, limit = _oversized_array(gpu)
+    array, size, limit, _ = _oversized_array(gpu)
     assert array == "f32[2061584302080,2]" and size == 2061584302080 * 2 * 4 and 0 < limit < size
     assert _oversized_array(gpu.replace("2061584302080", "2061")) is None  # 16 kB: another failure
     assert _oversized_array("INTERNAL: pred[3] and s64[7,2] but bf16[4096,4096,4096,64]")[:2] == (

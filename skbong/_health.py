@@ -20,12 +20,15 @@ online too,
   in raw units), under which nothing is learned.
 
 For a Gaussian likelihood the model is scored by its one-step-ahead *means* under a
-Gaussian whose variance is the running mean square of its own past residuals (with one
-pseudo-residual, the variance of y over the burn-in), not by its own predictive variance:
+Gaussian whose variance is the running mean square of its own past residuals over about
+the last ``HORIZON`` rows (exponentially weighted, after one pseudo-residual, the variance
+of y over the burn-in), not by its own predictive variance:
 the observation noise ``R`` the filter runs at is a modelling choice (``0.1 Var(y)`` by
 default, calibrated only after the call) that is often far too small for noisy data, and
 the test must tell a misspecified noise level from a diverged mean. The excess is then
-``0.5 log(MSE_model / MSE_constant)`` per output: a prequential ``R^2`` in nats.
+``0.5 log(MSE_model / MSE_constant)`` per output: a prequential ``R^2`` in nats. A noise
+level that rises mid-stream is then a noise level, scored as such within a window's rows,
+and not a diverged mean.
 
 The difference of the two running log-losses, per observation, is the log Bayes factor
 per observation of the model against the constant (prequential marginal likelihoods). Both
@@ -324,6 +327,12 @@ class StreamHealth(NamedTuple):
         The sum of the squares of the weights that ``weight`` sums (each row's decay times
         its ``sample_weight``), for ``effective_rows``; None in a state pickled before it was
         kept.
+    residual_window : ndarray of shape (C,) or None
+        Gaussian: the model's squared residuals per output, summed with the pseudo-residual
+        and each decayed by ``1 - 1/HORIZON`` per scored row (:func:`_decayed_count` rows'
+        worth), whose mean is the variance that the model's means are scored at. None
+        before the first scored row and in a state pickled before it was kept (which goes
+        on from the mean of ``baseline_stats[3]``, the sum over every scored row).
     """
 
     n_seen: int
@@ -340,6 +349,7 @@ class StreamHealth(NamedTuple):
     residual_square: np.ndarray | float = 0.0
     floored_baseline_loss: float | None = None
     weight_square: float | None = None
+    residual_window: np.ndarray | None = None
 
     def _per_observation(self, total: float) -> float:
         return total / self.weight if self.weight > 0 else np.nan
@@ -496,18 +506,44 @@ def _added_statistics(likelihood: str, Y: np.ndarray, residual_squares: np.ndarr
     return np.stack([np.full(Y.shape[1], w.sum()), w @ Y, w @ Y**2, residual_squares])
 
 
+def _decayed_count(n_scored) -> np.ndarray:
+    """Rows' worth in ``StreamHealth.residual_window`` after ``n_scored`` scored rows: the
+    pseudo-residual and each row decayed by ``1 - 1/HORIZON`` per later row."""
+    decay = 1.0 - 1.0 / HORIZON
+    powers = decay ** np.asarray(n_scored, np.float64)
+    return powers + (1.0 - powers) / (1.0 - decay)
+
+
+def _decayed_sums(values: np.ndarray, start: np.ndarray, block: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    """The running sums ``s_i = d s_{i-1} + values_{i-1}`` (``d = 1 - 1/HORIZON``, ``s_0 =
+    start``) before each row of ``values`` ``(N, C)``, and the sum after the last, in blocks
+    short enough that ``d^-block`` stays finite."""
+    decay = 1.0 - 1.0 / HORIZON
+    before = np.empty_like(values)
+    total = np.asarray(start, np.float64)
+    for first in range(0, values.shape[0], block):
+        chunk = values[first : first + block]
+        steps = np.arange(chunk.shape[0])[:, None]
+        # s_i = d^i (s_0 + sum_{j<i} d^-(j+1) x_j) within the block
+        scaled = np.cumsum(chunk * decay ** -(steps + 1.0), axis=0) - chunk * decay ** -(steps + 1.0)
+        before[first : first + block] = decay**steps * (total + scaled)
+        total = decay * before[first + chunk.shape[0] - 1] + chunk[-1]
+    return before, total
+
+
 def _log_probs(
     likelihood: str, Y: np.ndarray, w: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int,
-    noise_floor=None,
+    noise_floor=None, residual_window=None,
 ):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
-    (categorical; zeros otherwise), and the statistics after them; ``n_scored`` rows were
-    scored before. The constant predictor learns from the rows by their weights ``w``, as
-    the model does (class frequencies, or the mean and spread of ``y``). ``noise_floor``
-    (Gaussian; per output, or None) is the least variance at which the constant predictor
-    is scored a second time, for the divergence verdict; the returned pair of
-    log-probabilities then has that score third (else None)."""
+    (categorical; zeros otherwise), the statistics after them, and (Gaussian; else None)
+    ``StreamHealth.residual_window`` after them, from ``residual_window`` before them;
+    ``n_scored`` rows were scored before. The constant predictor learns from the rows by
+    their weights ``w``, as the model does (class frequencies, or the mean and spread of
+    ``y``). ``noise_floor`` (Gaussian; per output, or None) is the least variance at which
+    the constant predictor is scored a second time, for the divergence verdict; the
+    returned pair of log-probabilities then has that score third (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
         weighted = w[:, None] * Y
@@ -518,7 +554,7 @@ def _log_probs(
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
         with np.errstate(over="ignore", invalid="ignore"):
             briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
-        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w)
+        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w), None
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         rows_before = np.arange(Y.shape[0])[:, None]
@@ -532,11 +568,15 @@ def _log_probs(
         floored = None
         if noise_floor is not None:
             floored = _gaussian_log_probs(Y, mean, count, spread, np.maximum(np.asarray(noise_floor, np.float64), 1e-12))
-        model_count = 1 + n_scored + rows_before  # one pseudo-residual, then the scored rows
-        model = _gaussian_log_probs(Y, model_means, model_count, stats[3] + np.cumsum(residuals, axis=0) - residuals)
+        # The model's residual variance is a running mean over about the last HORIZON rows,
+        # as the verdicts' log-losses are: one over every row since the first would score a
+        # stream whose noise rose tenfold at its old, small variance for thousands of rows,
+        # and refused its calls as diverged while its means stayed right (a probe).
+        window_before, window = _decayed_sums(residuals, residual_window)
+        model = _gaussian_log_probs(Y, model_means, _decayed_count(n_scored + rows_before), window_before)
         added = _added_statistics(likelihood, Y, residuals.sum(axis=0), w)
     no_hits = np.zeros(Y.shape[0])
-    return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats + added
+    return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats + added, window
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
@@ -577,8 +617,14 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
     Y, w = Y[n_unscored:], w[n_unscored:]
     if model_log_probs is not None:
         model_log_probs = np.asarray(model_log_probs)[n_unscored:]
-    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats = _log_probs(
-        likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor
+    window = health.residual_window
+    if likelihood != "categorical" and (window is None or health.n_scored == 0):
+        # From the pseudo-residual, or, in a state pickled before the window was kept, from
+        # the mean square of every residual so far.
+        window = stats[3] / (1 + health.n_scored) * _decayed_count(health.n_scored)
+    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats, window = _log_probs(
+        likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor,
+        window,
     )
     if likelihood != "categorical":  # one outlier is not a diverged posterior (ROW_EXCESS_CAP)
         reference = floored if floored is not None else baseline

@@ -37,7 +37,8 @@ from networks import FeatureConv, assert_same_initial_weights
 def _slow_scores(likelihood, Y, model):
     """Model and constant-predictor log-probabilities of the rows after the burn-in, one
     row at a time; the burn-in rows only teach the constant predictor, whose variance at
-    the burn-in's end is the model's pseudo-residual (Gaussian)."""
+    the burn-in's end is the model's pseudo-residual (Gaussian), the first of the residuals
+    whose exponentially weighted mean the model is scored at."""
     out = []
     if likelihood == "categorical":
         counts = np.zeros(Y.shape[1])
@@ -62,11 +63,27 @@ def _slow_scores(likelihood, Y, model):
         var = np.mean([(v - mean) ** 2 for v in seen], axis=0) + (0 if n > 1 else 1)
         if n > 1:  # the pseudo-observation has second moment 1, not 0
             var = (np.sum(np.square(seen), axis=0) + 1) / n - mean**2
-        model_var = np.mean(residuals, axis=0) * (1 + 1 / len(residuals))
+        # the model's: the residuals' mean, each decayed by 1 - 1/HORIZON per later row
+        ages = (1 - 1 / HORIZON) ** np.arange(len(residuals) - 1, -1, -1)
+        model_var = ages @ np.array(residuals) / ages.sum() * (1 + 1 / ages.sum())
         out.append((log_density(row, mean_row, model_var), log_density(row, mean, var * (1 + 1 / n))))
         seen.append(row)
         residuals.append((row - mean_row) ** 2)
     return np.array(out).T
+
+
+def test_a_gaussian_state_pickled_before_the_residual_window_goes_on_from_its_mean_square():
+    # Such a state holds the sum of every squared residual (baseline_stats[3]); read as a
+    # window of about HORIZON rows, 600 rows' sum would score the next rows at three times
+    # their variance (0.55 nats each). On residuals of one size the two agree.
+    rng = np.random.default_rng(1)
+    Y = rng.normal(0.0, 2.0, size=(700, 1))
+    means = Y + 0.5 * rng.choice([-1.0, 1.0], size=(700, 1))  # residuals of 0.5 exactly
+    health = update_health(new_health("gaussian", 1), "gaussian", Y[:600], None, means[:600])
+    kept = update_health(health, "gaussian", Y[600:], None, means[600:])
+    old = update_health(health._replace(residual_window=None), "gaussian", Y[600:], None, means[600:])
+    assert kept.residual_window is not None and old.residual_window is not None
+    assert old.model_mean_loss == pytest.approx(kept.model_mean_loss, abs=0.02)
 
 
 @pytest.mark.parametrize("likelihood", ["categorical", "gaussian"])
@@ -1013,6 +1030,31 @@ def test_a_later_call_of_rows_far_outside_the_predicted_variance_is_told(change)
     assert ratio > 10 and distance > 30 and "set process_noise" in message and "gross errors in y" in message
     growth = float(re.search(r"grew ([\d.]+)-fold", message).group(1))
     np.testing.assert_allclose(reg.predict(X[1100:], return_std=True)[1].mean() / std_before, growth, rtol=0.05)
+
+
+def test_a_stream_whose_noise_rises_tenfold_goes_on_learning_in_chunks():
+    # A probe: noise 0.1 for 5,000 rows, then 1.0, fed in calls of 100 rows. The model's
+    # means were scored at the mean square of every residual since the first, which the
+    # new rows moved by a fiftieth per call, so 29 of the 30 calls after the rise were
+    # refused as diverged while their means stayed right: the state kept, the noise never
+    # refitted. The first call after the rise is told (filter consistency); each is absorbed.
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(4000, 4))
+    noise = np.where(np.arange(4000) < 3000, 0.1, 1.0)
+    y = X @ np.array([1.0, -1.0, 0.5, 0.3]) + noise * rng.normal(size=4000)
+    reg = BONGRegressor(hidden_layer_sizes=(), rank=5, random_state=0)
+    for start in range(0, 3000, 100):
+        reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    with pytest.warns(ConvergenceWarning, match="filter-consistency test"):
+        reg.partial_fit(X[3000:3100], y[3000:3100])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for start in range(3100, 4000, 100):
+            reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    assert reg.t_ == 4000
+    X_test = rng.normal(size=(2000, 4))
+    error = reg.predict(X_test) - X_test @ np.array([1.0, -1.0, 0.5, 0.3])
+    assert np.mean(error**2) < 0.01  # the means stayed right
 
 
 def test_a_long_call_somewhat_noisier_than_the_rows_before_is_not_told_of_gross_errors():

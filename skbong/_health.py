@@ -142,6 +142,7 @@ __all__ = [
     "MIN_STEPS",
     "MIN_EFFECTIVE_ROWS",
     "NOISE_MISMATCH",
+    "NOISE_MATCHED",
     "INPUT_MEAN_SQUARE",
     "PRIOR_OUTPUT_STD",
     "PRIOR_OUTPUT_STD_CORRELATED",
@@ -230,6 +231,10 @@ CLEARLY_LEARNING_NATS = 0.05
 #: filter-consistency test of Kalman filtering, on the innovations against the covariance
 #: they were predicted with.
 NOISE_MISMATCH = 1.0
+#: The excess below which a noise warning given stops standing (hysteresis: a stream whose
+#: excess sits at ``NOISE_MISMATCH`` was warned again at each crossing): 0.5 nats is lost when the
+#: errors' variance is about 3.1 times the predicted one or the predicted variance 6.3 times theirs.
+NOISE_MATCHED = 0.5
 #: Mean square of the inputs above which the built-in MLP warns that they are not scaled:
 #: its first-layer pre-activations then start with a standard deviation above 3 instead of 1.
 INPUT_MEAN_SQUARE = 10.0
@@ -662,6 +667,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         residual_square,
         floored_loss,
         float(shrink**2 * (health.weight_square or 0.0) + weights @ weights),
+        health.residual_window if window is None or n == 0 else np.where(np.isfinite(window), window, np.inf),
     )
 
 

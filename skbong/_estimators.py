@@ -2002,6 +2002,7 @@ class _BaseBONG(BaseEstimator):
                 + f" ({sigma0_scales}: too small a prior learns nothing, too wide a one diverges)"
                 + (", another learning_rate" if self.algorithm != "bong" else "")
                 + " or scale the inputs; if it does not, there is nothing to learn."
+                + ("" if drift_warning else self._rank_advice(spec.n_params))
                 + self._empirical_fisher_advice()
                 + (light_weight_advice or weight_advice)
                 + dynamics_advice
@@ -2416,6 +2417,22 @@ class _BaseBONG(BaseEstimator):
             + (", and it goes on with the filters of all its prior scales" if sweep else "")
             + ". Call fit to start from the new prior.",
             UserWarning,
+        )
+
+    def _rank_advice(self, n_params: int) -> str:
+        """The sentence that the not-learning warning adds for a low-rank family: its rank
+        bounds the directions in which the posterior keeps the weights' correlations, and a
+        model in which many more matter learns little at any ``sigma0``. A probe's linear
+        regressor on ``make_regression(200, 100, n_informative=10)``, standardised: test
+        R^2 0.26-0.33 at rank 10 for every ``sigma0`` from 0.1 to 10 (0.35 with ``'auto'``),
+        0.80 at rank 50, 0.997 at rank 100 and with ``family='fc'``."""
+        rank = self._rank(n_params)
+        if self.family not in ("dlr", "slr") or rank >= n_params:
+            return ""
+        return (
+            f" With family={self.family!r} the posterior keeps the weights' correlations in only rank={rank} "
+            f"directions of P={n_params:,}; where many more of them matter, a larger rank, or family='fc' "
+            "(a P x P covariance, for up to a few thousand weights), learns more."
         )
 
     def _empirical_fisher_advice(self) -> str:

@@ -157,7 +157,9 @@ _HISTORY_DOC = """\
         a first call; so ``rows / seconds`` is not a rate after several calls), and ``log_loss``,
         the running mean over the pass so far of the one-step-ahead
         ``-log p(y_t | x_t, D_{<t})`` (the prequential record with ``prequential=True``,
-        else the plug-in predictive's).
+        else the plug-in predictive's). It grows by a record a call for as long as the
+        estimator lives; nothing reads it back, so a long-lived stream may trim it
+        (``del learner.history_[:-1000]``).
 """
 
 _SHARED_PARAMS_DOC = """
@@ -285,7 +287,9 @@ _SHARED_PARAMS_DOC = """
         ``q`` of the predict step ``Sigma <- gamma^2 Sigma + q I``. With the defaults
         ``gamma = 1, q = 0`` the parameters are static (and the compiled filter has no
         predict step: other values compile it once more); ``q > 0`` lets the model track
-        a drifting stream. A callable ``process_noise(t)`` gives ``q_t`` as for
+        a drifting stream. With ``gamma = 1`` the variance of weights that the rows do not
+        pin down grows by ``q`` a row without bound (past ``sigma0^2`` after ``sigma0^2 / q``
+        rows); ``gamma < 1`` bounds it at ``q / (1 - gamma^2)``. A callable ``process_noise(t)`` gives ``q_t`` as for
         ``dynamics_decay``, e.g. ``lambda t: jnp.where(t % 1000 == 0, 0.1, 1e-6)`` for
         a stream whose task changes every 1000 rows.
     inflation : {"bayesian", "simple", "hybrid"} or None, default=None

@@ -369,3 +369,27 @@ def test_messages_name_heavy_weights_as_the_noise_they_divide_and_the_rows_they_
     with pytest.warns(ConvergenceWarning, match=r"Rows sorted by label.*The row weights reach 1e\+08"):
         reg = BONGRegressor(hidden_layer_sizes=(8,), random_state=0, shuffle=False)
         reg.fit(X, y, sample_weight=np.r_[1e8, np.ones(59)])
+
+
+def test_weights_far_apart_are_told_to_cap_the_heaviest_and_capped_they_fit_better():
+    # class_weight="balanced" on a 3% minority: weights of mean 1 that reach 16.7. The
+    # warning told to rescale them to a mean of 1, which they had. Capped at HEAVY_RATIO
+    # observations as the message now says, the held-out balanced log-loss improves.
+    from sklearn.datasets import make_classification
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    X, y = make_classification(2000, 20, n_informative=5, weights=[0.97, 0.03], flip_y=0, random_state=1)
+    X = StandardScaler().fit_transform(X)
+    train, test = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))[1]
+    with pytest.warns(ConvergenceWarning, match=r"reach 16.7 times their mean, so rescale them to weigh at most about 4"):
+        balanced = BONGClassifier(class_weight="balanced", random_state=0).fit(X[train], y[train])
+    w = compute_sample_weight("balanced", y[train])
+    capped = BONGClassifier(random_state=0).fit(X[train], y[train], sample_weight=w * 4 / w.max())
+    scored = compute_sample_weight("balanced", y[test])
+
+    def loss(model):
+        return log_loss(y[test], model.predict_proba(X[test]), sample_weight=scored)
+
+    assert loss(capped) < loss(balanced) - 0.1

@@ -59,6 +59,7 @@ from ._health import (
     PRIOR_DIVERGED,
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
+    prior_output_std_for_classes,
     FORGETTING_ROWS,
     FEW_STEPS_EXCESS,
     FORGOTTEN_EXCESS,
@@ -1478,7 +1479,7 @@ class _BaseBONG(BaseEstimator):
                     state = init_sweep(config.family, prior_mean, grid.astype(self.dtype))
                 evidence = np.zeros(1 if grid is None else grid.size)
                 n_seen = 0
-                prior_advice = self._prior_checks(X, config, state, grid)
+                prior_advice = self._prior_checks(X, config, state, grid, Y.shape[1])
             else:
                 prior_advice = []
                 grid = self.sigma0_grid_ if hasattr(self, "_members") else None
@@ -2643,10 +2644,11 @@ class _BaseBONG(BaseEstimator):
                         "estimator keeps its previous state."
                     )
 
-    def _prior_checks(self, X: np.ndarray, config, state, grid) -> list[str]:
+    def _prior_checks(self, X: np.ndarray, config, state, grid, n_outputs: int) -> list[str]:
         """What the prior predictive checks at the start of a fit advise (``_health``):
         inputs far from unit scale for the built-in MLP, and, for BONG with one prior scale, a
-        prior under which the outputs spread too widely for the family."""
+        prior under which the outputs spread too widely for the family (and, for a classifier's
+        built-in MLP with hidden layers on inputs near unit scale, the ``n_outputs`` classes)."""
         advice = []
         squares, entries = self._input_squares  # this fit's X, measured by _check_input_scale
         mean_square = squares / entries if self.model is None and entries else 0.0
@@ -2665,6 +2667,11 @@ class _BaseBONG(BaseEstimator):
         # breast_cancer, wine: their best sigma0 has spreads of 2.6-17).
         diagonal = self.family in ("diag", "diag_mom") and not linear
         limit = PRIOR_OUTPUT_STD if diagonal else PRIOR_OUTPUT_STD_CORRELATED
+        by_classes = False
+        if self._likelihood == "categorical" and self.model is None and not linear:
+            # Standardised inputs tolerate wider spreads, the fewer the classes, in every family (_health).
+            by_classes = prior_output_std_for_classes(n_outputs, mean_square) > limit
+            limit = max(limit, prior_output_std_for_classes(n_outputs, mean_square))
         kalman_family = self.family in ("diag", "dlr", "slr") or (linear and self.family == "fc")
         if self._likelihood == "gaussian" and kalman_family:
             # With a Gaussian likelihood the natural-parameter diagonal (Kalman-gain) and
@@ -2688,7 +2695,7 @@ class _BaseBONG(BaseEstimator):
                 # divergence at the sigma0 of a spread of 1; raw digits 0.91-0.96 against 0.73-0.78).
                 advice.append(
                     f"the prior is too wide: under it the network's outputs spread with a standard deviation "
-                    f"of {spread:.2g} (linearised at the prior mean, over the first rows), above {limit:g}, "
+                    f"of {spread:.2g} (linearised at the prior mean, over the first rows), above {limit:.3g}, "
                     "largely because the inputs are unscaled: standardise X first, then check again; a "
                     "smaller sigma0 on unscaled inputs learns less."
                 )
@@ -2701,9 +2708,9 @@ class _BaseBONG(BaseEstimator):
                 advice.append(
                     f"the prior is too wide{' for a diagonal posterior' if diagonal else ''}: under it "
                     f"the network's outputs spread with a standard deviation of {spread:.2g} (linearised "
-                    f"at the prior mean, over the first rows), above {limit:g}. {why} Lower sigma0 (now "
+                    f"at the prior mean, over the first rows), above {limit:.3g}. {why} Lower sigma0 (now "
                     f"{self.sigma0!r}; about {float(self.sigma0) * target / spread:.2g} gives a spread of "
-                    f"{target:g}), use sigma0='auto'" + (", or family='dlr'." if diagonal else ".")
+                    f"{target:.3g}), use sigma0='auto'" + (", or family='dlr'." if diagonal and not by_classes else ".")
                 )
         return advice
 

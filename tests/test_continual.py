@@ -263,6 +263,18 @@ def test_runaway_simple_inflation_raises_and_names_alpha(digits):
     np.testing.assert_array_equal(clf.posterior_.mean, mean)
 
 
+def _warned_after_a_silent_start(reg, X, y):
+    """Feed rows 0-999 in calls of 100, which must draw no ConvergenceWarning, then rows
+    1000-1099, which must: their warnings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for start in range(0, 1000, 100):
+            reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    with pytest.warns(ConvergenceWarning) as record:
+        reg.partial_fit(X[1000:1100], y[1000:1100])
+    return record
+
+
 def test_a_stream_warned_after_a_drift_is_told_to_forget_and_then_follows():
     """A regressor that predicted well, fed chunks after an abrupt change of the target
     (y -> 30 - y at row 1000): its static-weight posterior is confident in the old rows
@@ -277,12 +289,7 @@ def test_a_stream_warned_after_a_drift_is_told_to_forget_and_then_follows():
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     y[1000:] = 30 - y[1000:]
     reg = BONGRegressor(hidden_layer_sizes=(16,), obs_noise="adaptive", random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        for start in range(0, 1000, 100):
-            reg.partial_fit(X[start : start + 100], y[start : start + 100])
-    with pytest.warns(ConvergenceWarning) as record:
-        reg.partial_fit(X[1000:1100], y[1000:1100])
+    record = _warned_after_a_silent_start(reg, X, y)
     assert reg.t_ == 1100 and reg.score(X[1100:1300], y[1100:1300]) < 0
     message = " ".join(str(warning.message) for warning in record)
     assert "if its data have changed (drift)" in message and "Set process_noise" in message
@@ -389,12 +396,7 @@ def test_a_stream_that_stops_learning_after_a_change_is_told_of_drift_not_only_o
     y = X @ rng.normal(size=5) + 0.1 * rng.normal(size=2000)
     y[1000:] = -y[1000:]
     reg = BONGRegressor(hidden_layer_sizes=(), rank=6, obs_noise="adaptive", random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        for start in range(0, 1000, 100):
-            reg.partial_fit(X[start : start + 100], y[start : start + 100])
-    with pytest.warns(ConvergenceWarning) as record:
-        reg.partial_fit(X[1000:1100], y[1000:1100])
+    record = _warned_after_a_silent_start(reg, X, y)
     message = str(record[0].message)
     assert "if its data have changed (drift)" in message and "Set process_noise" in message
     assert "then call partial_fit again" not in message  # the call was absorbed

@@ -298,9 +298,10 @@ _SHARED_PARAMS_DOC = """
         predict step: other values compile it once more); ``q > 0`` lets the model track
         a drifting stream. With ``gamma = 1`` the variance of weights that the rows do not
         pin down grows by ``q`` a row without bound (past ``sigma0^2`` after ``sigma0^2 / q``
-        rows); ``gamma < 1`` bounds it at ``q / (1 - gamma^2)``. A callable ``process_noise(t)`` gives ``q_t`` as for
-        ``dynamics_decay``, e.g. ``lambda t: jnp.where(t % 1000 == 0, 0.1, 1e-6)`` for
-        a stream whose task changes every 1000 rows.
+        rows); ``gamma < 1`` bounds it at ``q / (1 - gamma^2)``. A callable
+        ``process_noise(t)`` gives ``q_t`` as for ``dynamics_decay``, e.g.
+        ``lambda t: jnp.where(t % 1000 == 0, 0.1, 1e-6)`` for a stream whose task changes
+        every 1000 rows.
     inflation : {"bayesian", "simple", "hybrid"} or None, default=None
         Covariance inflation before every predict step (LO-FI Appendix E), which
         discounts past observations by ``1 / (1 + inflation_alpha)`` per row.
@@ -2670,8 +2671,8 @@ class _BaseBONG(BaseEstimator):
         by_classes = False
         if self._likelihood == "categorical" and self.model is None and not linear:
             # Standardised inputs tolerate wider spreads, the fewer the classes, in every family (_health).
-            by_classes = prior_output_std_for_classes(n_outputs, mean_square) > limit
-            limit = max(limit, prior_output_std_for_classes(n_outputs, mean_square))
+            class_limit = prior_output_std_for_classes(n_outputs, mean_square)
+            by_classes, limit = class_limit > limit, max(limit, class_limit)
         kalman_family = self.family in ("diag", "dlr", "slr") or (linear and self.family == "fc")
         if self._likelihood == "gaussian" and kalman_family:
             # With a Gaussian likelihood the natural-parameter diagonal (Kalman-gain) and

@@ -383,7 +383,8 @@ def test_weights_far_apart_are_told_to_cap_the_heaviest_and_capped_they_fit_bett
     X, y = make_classification(2000, 20, n_informative=5, weights=[0.97, 0.03], flip_y=0, random_state=1)
     X = StandardScaler().fit_transform(X)
     train, test = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, y))[1]
-    with pytest.warns(ConvergenceWarning, match=r"reach 16.7 times their mean, so rescale them to weigh at most about 4"):
+    advice = r"reach 16.7 times their mean, so rescale them to weigh at most about 4"
+    with pytest.warns(ConvergenceWarning, match=advice):
         balanced = BONGClassifier(class_weight="balanced", random_state=0).fit(X[train], y[train])
     w = compute_sample_weight("balanced", y[train])
     capped = BONGClassifier(random_state=0).fit(X[train], y[train], sample_weight=w * 4 / w.max())

@@ -2884,7 +2884,11 @@ class _BaseBONG(BaseEstimator):
         """
         check_is_fitted(self, "posterior_")
         self._check_structure()
-        if not (isinstance(n_samples, Integral) and not isinstance(n_samples, bool) and n_samples >= 1):
+        if not isinstance(n_samples, Integral) or isinstance(n_samples, bool):
+            raise TypeError(
+                f"n_samples must be a positive integer, got {n_samples!r} of type {type(n_samples).__name__}."
+            )
+        if n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
         if isinstance(random_state, np.random.Generator):
             seed = int(random_state.integers(np.iinfo(np.int32).max))

@@ -1162,6 +1162,20 @@ def test_update_settings_no_fit_could_take_do_not_refuse_predictions(digits):
     assert clf.t_ == 100
 
 
+def test_sample_params_refuses_a_count_of_the_wrong_type_as_a_type_error(digits):
+    # As Python and scikit-learn do: the wrong type is a TypeError (a probe's "3" raised a
+    # ValueError), a count below 1 a ValueError; neither changes the estimator.
+    X, _, y, _ = digits
+    clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X[:60], y[:60])
+    for count in ("3", 2.0, True, None):
+        with pytest.raises(TypeError, match="n_samples must be a positive integer"):
+            clf.sample_params(count)
+    for count in (0, -1):
+        with pytest.raises(ValueError, match="n_samples must be a positive integer"):
+            clf.sample_params(count)
+    assert clf.sample_params(np.int64(2), random_state=0).shape == (2, clf.posterior_[0].shape[0])
+
+
 def test_a_fixed_obs_noise_out_of_range_is_told_to_come_in_the_units_of_y():
     # y in tiny units with obs_noise=1: the error said to scale obs_noise / Var(y) with a
     # StandardScaler, which cannot act on a hyperparameter.

@@ -556,8 +556,8 @@ def _decayed_sums(values: np.ndarray, start: np.ndarray, block: int = 2048) -> t
         chunk = values[first : first + block]
         steps = np.arange(chunk.shape[0])[:, None]
         # s_i = d^i (s_0 + sum_{j<i} d^-(j+1) x_j) within the block
-        scaled = np.cumsum(chunk * decay ** -(steps + 1.0), axis=0) - chunk * decay ** -(steps + 1.0)
-        before[first : first + block] = decay**steps * (total + scaled)
+        grown = chunk * decay ** -(steps + 1.0)
+        before[first : first + block] = decay**steps * (total + np.cumsum(grown, axis=0) - grown)
         total = decay * before[first + chunk.shape[0] - 1] + chunk[-1]
     return before, total
 

@@ -2,7 +2,8 @@
 
 ``neg_nlpd_scorer`` plugs into ``GridSearchCV(scoring=...)`` and ``cross_val_score``;
 it uses the estimator's predictive distribution (``predict_log_proba`` for a classifier,
-``predict(X, return_std=True)`` for a regressor).
+``predict(X, return_std=True)`` for a regressor), and takes ``sample_weight`` routed to it
+under scikit-learn's metadata routing (``neg_nlpd_scorer.set_score_request(sample_weight=True)``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.base import is_classifier
 from sklearn.utils import check_consistent_length, column_or_1d
+from sklearn.utils.metadata_routing import UNCHANGED, MetadataRequest
 
 __all__ = [
     "categorical_nlpd",
@@ -23,7 +25,7 @@ __all__ = [
 ]
 
 
-def categorical_nlpd(y_true, log_proba, classes) -> float:
+def categorical_nlpd(y_true, log_proba, classes, sample_weight=None) -> float:
     """Mean negative log predictive density ``-(1/N) sum_n log p(y_n | x_n)`` of labels.
 
     Parameters
@@ -33,6 +35,8 @@ def categorical_nlpd(y_true, log_proba, classes) -> float:
         Predictive log-probabilities, columns in the order of ``classes``.
     classes : array-like of shape (n_classes,)
         Sorted labels.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights: the mean is ``sum_n w_n (-log p_n) / sum_n w_n``.
 
     Returns
     -------
@@ -48,10 +52,10 @@ def categorical_nlpd(y_true, log_proba, classes) -> float:
     index = np.searchsorted(classes, y_true)
     if np.any(index >= classes.shape[0]) or np.any(classes[np.minimum(index, classes.shape[0] - 1)] != y_true):
         raise ValueError("y_true contains labels that are not in classes.")
-    return float(-np.mean(log_proba[np.arange(y_true.shape[0]), index]))
+    return _weighted_mean(-log_proba[np.arange(y_true.shape[0]), index], sample_weight)
 
 
-def gaussian_nlpd(y_true, y_mean, y_std) -> float:
+def gaussian_nlpd(y_true, y_mean, y_std, sample_weight=None) -> float:
     """Mean negative log density of ``y_true`` under independent ``N(y_mean, y_std^2)``,
     summed over outputs.
 
@@ -60,6 +64,8 @@ def gaussian_nlpd(y_true, y_mean, y_std) -> float:
     y_true, y_mean, y_std : array-like of shape (n_samples,) or (n_samples, n_outputs)
         One shape for the three (one output may come as ``(n_samples,)`` or
         ``(n_samples, 1)``).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights, as in :func:`categorical_nlpd`.
 
     Returns
     -------
@@ -72,7 +78,7 @@ def gaussian_nlpd(y_true, y_mean, y_std) -> float:
     """
     y_true, y_mean, y_std = _regression_arrays(y_true, y_mean, y_std)
     log_density = norm.logpdf(y_true, loc=y_mean, scale=y_std)
-    return float(-np.mean(log_density.sum(axis=1)))
+    return _weighted_mean(-log_density.sum(axis=1), sample_weight)
 
 
 def expected_calibration_error(y_true, y_proba, classes=None, n_bins: int = 15) -> float:
@@ -172,23 +178,81 @@ def _regression_arrays(y_true, y_mean, y_std) -> tuple[np.ndarray, np.ndarray, n
     return tuple(columns)
 
 
-def neg_nlpd_scorer(estimator, X, y) -> float:
+def _weighted_mean(losses: np.ndarray, sample_weight) -> float:
+    """The mean of per-row ``losses``, weighted by ``sample_weight`` (None: equal weights);
+    weights that are not one finite, non-negative value per row with a positive sum are
+    refused."""
+    if sample_weight is None:
+        return float(np.mean(losses))
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.shape != losses.shape:
+        raise ValueError(f"sample_weight must have shape ({losses.shape[0]},), one weight per row, got {weights.shape}.")
+    if not (np.all(np.isfinite(weights)) and np.all(weights >= 0) and weights.sum() > 0):
+        raise ValueError("sample_weight must be finite and non-negative, with a positive sum.")
+    return float(np.average(losses, weights=weights))
+
+
+class _NegNLPDScorer:
     """Scorer ``-NLPD`` (greater is better) of a fitted BONG estimator on ``(X, y)``.
 
     Classifiers are scored with ``predict_log_proba`` (their ``predictive``), regressors
     with the linearised Gaussian predictive of ``predict(X, return_std=True)``.
+
+    Called as ``neg_nlpd_scorer(estimator, X, y, sample_weight=None)``. Under scikit-learn's
+    metadata routing (``sklearn.set_config(enable_metadata_routing=True)``) a search or
+    ``cross_validate`` passes it the rows' ``sample_weight`` once requested, as for
+    scikit-learn's own scorers: ``scoring=neg_nlpd_scorer.set_score_request(sample_weight=True)``.
+    Unrequested, weights passed to the search raise scikit-learn's ``UnsetMetadataPassedError``
+    rather than being left out of the score without a word.
 
     Parameters
     ----------
     estimator : fitted BONGClassifier, BONGRegressor, or a pipeline ending in one
     X : array-like of shape (n_samples, n_features)
     y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+    sample_weight : array-like of shape (n_samples,), default=None
+        Row weights of the mean NLPD.
 
     Returns
     -------
     float
     """
-    if is_classifier(estimator):
-        return -categorical_nlpd(y, estimator.predict_log_proba(X), estimator.classes_)
-    mean, std = estimator.predict(X, return_std=True)
-    return -gaussian_nlpd(y, mean, std)
+
+    def __init__(self, sample_weight_request=None):
+        self._sample_weight_request = sample_weight_request
+
+    def __call__(self, estimator, X, y, sample_weight=None) -> float:
+        if is_classifier(estimator):
+            return -categorical_nlpd(y, estimator.predict_log_proba(X), estimator.classes_, sample_weight)
+        mean, std = estimator.predict(X, return_std=True)
+        return -gaussian_nlpd(y, mean, std, sample_weight)
+
+    def set_score_request(self, *, sample_weight=UNCHANGED) -> "_NegNLPDScorer":
+        """A copy of this scorer that requests ``sample_weight`` as given (``True``,
+        ``False``, ``None`` or an alias), for metadata routing; this one is unchanged, so
+        that a request made in one search does not follow the module's scorer elsewhere.
+
+        Returns
+        -------
+        scorer : a new scorer
+        """
+        return _NegNLPDScorer(self._sample_weight_request if sample_weight is UNCHANGED else sample_weight)
+
+    def get_metadata_routing(self) -> MetadataRequest:
+        """The metadata this scorer requests: ``sample_weight`` for ``score``, as set by
+        :meth:`set_score_request`.
+
+        Returns
+        -------
+        MetadataRequest
+        """
+        request = MetadataRequest(owner="neg_nlpd_scorer")
+        request.score.add_request(param="sample_weight", alias=self._sample_weight_request)
+        return request
+
+    def __repr__(self) -> str:
+        request = self._sample_weight_request
+        return "neg_nlpd_scorer" + ("" if request is None else f".set_score_request(sample_weight={request!r})")
+
+
+neg_nlpd_scorer = _NegNLPDScorer()

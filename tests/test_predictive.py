@@ -12,8 +12,11 @@ import pytest
 import sklearn
 from scipy.special import expit
 from scipy.stats import norm
+from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer, load_iris
-from sklearn.model_selection import GridSearchCV, train_test_split
+from sklearn.exceptions import UnsetMetadataPassedError
+from sklearn.metrics import log_loss
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_validate, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -486,6 +489,44 @@ def test_the_nlpd_scorer_scores_a_pipeline_under_metadata_routing():
         assert neg_nlpd_scorer(pipe, X[:, :3], X[:, 3]) == expected
         search = GridSearchCV(pipe, {"bongregressor__sigma0": [0.3]}, scoring=neg_nlpd_scorer, cv=2)
         assert np.all(np.isfinite(search.fit(X[:, :3], X[:, 3]).cv_results_["mean_test_score"]))
+
+
+def test_the_nlpd_scorer_takes_routed_sample_weight():
+    # A probe: cross_validate(params={"sample_weight": w}) under routing scored the NLPD
+    # unweighted, without a word, where scikit-learn's own scorers raise until asked.
+    X, y = load_breast_cancer(return_X_y=True)
+    weights = np.random.default_rng(0).uniform(0.1, 3.0, y.shape[0])
+    clf = make_pipeline(StandardScaler(), BONGClassifier(hidden_layer_sizes=(4,), random_state=0)).fit(X, y)
+    proba = clf.predict_proba(X)
+    assert neg_nlpd_scorer(clf, X, y, sample_weight=weights) == pytest.approx(
+        -log_loss(y, proba, sample_weight=weights), rel=1e-9  # scikit-learn's weighted log-loss
+    )
+    assert neg_nlpd_scorer(clf, X, y, sample_weight=weights) != pytest.approx(neg_nlpd_scorer(clf, X, y))
+    inputs = StandardScaler().fit_transform(X[:, :3])
+    mean, std = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(inputs, X[:, 3]).predict(inputs, return_std=True)
+    by_hand = np.sum(weights * -norm.logpdf(X[:, 3], mean, std)) / np.sum(weights)
+    assert gaussian_nlpd(X[:, 3], mean, std, sample_weight=weights) == pytest.approx(by_hand, rel=1e-9)
+    for bad in (weights[:10], -weights, np.zeros_like(weights)):
+        with pytest.raises(ValueError, match="sample_weight"):
+            categorical_nlpd(y, np.log(proba), [0, 1], sample_weight=bad)
+    with sklearn.config_context(enable_metadata_routing=True):
+        pipe = make_pipeline(
+            StandardScaler().set_fit_request(sample_weight=False),
+            BONGClassifier(hidden_layer_sizes=(4,), random_state=0).set_fit_request(sample_weight=False),
+        )
+        with pytest.raises(UnsetMetadataPassedError, match="neg_nlpd_scorer.set_score_request"):
+            cross_validate(pipe, X, y, params={"sample_weight": weights}, scoring=neg_nlpd_scorer, cv=2)
+        weighted = neg_nlpd_scorer.set_score_request(sample_weight=True)
+        scores = cross_validate(pipe, X, y, params={"sample_weight": weights}, scoring=weighted, cv=2)["test_score"]
+        folds = [test for _, test in StratifiedKFold(2).split(X, y)]  # cross_validate's for a classifier
+        direct = [
+            neg_nlpd_scorer(clone(pipe).fit(np.delete(X, rows, 0), np.delete(y, rows)), X[rows], y[rows], weights[rows])
+            for rows in folds
+        ]
+        np.testing.assert_allclose(scores, direct, rtol=1e-6)
+        # the module's scorer keeps its default request
+        with pytest.raises(UnsetMetadataPassedError):
+            cross_validate(pipe, X, y, params={"sample_weight": weights}, scoring=neg_nlpd_scorer, cv=2)
 
 def test_a_row_is_predicted_alike_alone_and_among_others():
     # Bit for bit (PREDICT_CHUNK): smaller sub-batches than JACOBIAN_BUDGET's, tried for

@@ -848,6 +848,17 @@ def _reads_one_state(method):
     return read
 
 
+def _non_finite_message(name: str) -> str:
+    """The refusal of NaN or infinite values in ``name``, which reach the estimator only
+    when scikit-learn's own check is off (``assume_finite=True``); advice to scale them, as
+    for large finite values, would not help."""
+    return (
+        f"{name} holds NaN or infinite values, which the filter can neither learn from nor predict at "
+        "(scikit-learn's check for them is off: sklearn.set_config(assume_finite=True)). Drop or impute "
+        "them (e.g. with sklearn.impute.SimpleImputer)."
+    )
+
+
 class _GrowingRecord:
     """Rows that a stream of calls appends to, at an amortised constant cost a row.
 
@@ -1354,12 +1365,22 @@ class _BaseBONG(BaseEstimator):
         return 0.0
 
     def _in_dtype(
-        self, a: np.ndarray, name: str, *, squared: bool = False, positive: bool = False, remedy: str | None = None
+        self,
+        a: np.ndarray,
+        name: str,
+        *,
+        squared: bool = False,
+        positive: bool = False,
+        remedy: str | None = None,
+        dtype_advice: bool = True,
     ) -> np.ndarray:
         """``a`` in the computation dtype, refusing values beyond its range: with
         ``squared``, values whose squares are (the linearised update forms ``x x^T``); with
         ``positive`` (a variance), values too small to be told from 0. ``remedy`` replaces
-        the advice to scale ``a`` (data) with a StandardScaler."""
+        the advice to scale ``a`` (data) with a StandardScaler; ``dtype_advice`` False leaves
+        out the advice to use float64, which a fitted posterior refuses (``partial_fit``,
+        predictions) until ``fit``. NaN and infinite values, which scikit-learn lets through
+        under ``assume_finite=True``, are refused as such: scaling does not mend them."""
         info = np.finfo(self.dtype)
         if positive and not float(np.min(a)) >= float(info.tiny):
             raise ValueError(
@@ -1371,12 +1392,14 @@ class _BaseBONG(BaseEstimator):
         limit = float(np.sqrt(info.max)) if squared else float(info.max)
         stored = a.data if _is_sparse(a) else a  # a sparse matrix's implicit zeros are in range
         largest = float(np.abs(stored).max(initial=0.0))
+        if not np.isfinite(largest):
+            raise ValueError(_non_finite_message(name))
         if not largest <= limit:
             raise ValueError(
                 f"{name} holds values up to {largest:.3g}, beyond what dtype={self.dtype!r} can "
                 f"{'square' if squared else 'represent'} ({limit:.3g}). "
                 + (remedy or f"Scale {name} (e.g. with sklearn.preprocessing.StandardScaler)")
-                + (" or use dtype='float64'." if self.dtype == "float32" else ".")
+                + (" or use dtype='float64'." if self.dtype == "float32" and dtype_advice else ".")
             )
         return a.astype(self.dtype, copy=False) if _is_sparse(a) else np.asarray(a).astype(self.dtype, copy=False)
 
@@ -1465,8 +1488,8 @@ class _BaseBONG(BaseEstimator):
             # grows certain without data and stops learning (r^2 0.002 on diabetes at 0.99).
             _warn(f"{type(self).__name__}:" + self._dynamics_advice(), UserWarning)
         self._warn_of_unused_parameters(reset)
-        X = self._in_dtype(X, "X", squared=True)
-        Y = self._in_dtype(Y, "y")
+        X = self._in_dtype(X, "X", squared=True, dtype_advice=reset)
+        Y = self._in_dtype(Y, "y", dtype_advice=reset)
         if reset:
             self._check_memory(spec.n_params)
         with _x64_scope(self.dtype):
@@ -2786,7 +2809,7 @@ class _BaseBONG(BaseEstimator):
         if self._validated_already(X):
             return X.astype(self.dtype, copy=False)
         X = validate_data(self, X, reset=False, **_X_FORMAT)
-        return self._in_dtype(X, "X")
+        return self._in_dtype(X, "X", dtype_advice=False)
 
     def _validated_already(self, X) -> bool:
         """Whether ``X`` is an input that ``validate_data`` and ``_in_dtype`` would pass
@@ -3808,6 +3831,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """Per-output (weighted) mean and standard deviation of ``Y``, and where that scale
         was taken as 1 instead: where ``Y`` is constant (up to round-off) or has fewer than
         two rows of positive weight."""
+        if not np.all(np.isfinite(Y)):
+            raise ValueError(_non_finite_message("y"))
         # Only the weights' ratios matter: relative to the largest, their sum cannot overflow.
         weights = np.ones(Y.shape[0]) if sample_weight is None else sample_weight / np.max(sample_weight)
         loc = np.average(Y, axis=0, weights=weights)

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+import sklearn
 from sklearn.datasets import load_breast_cancer, load_digits
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
@@ -974,6 +975,36 @@ def test_inputs_beyond_the_computation_precision_are_refused(make):
     huge[3, 2] = 1e39  # beyond float32 altogether
     with pytest.raises(ValueError, match=r"X holds values up to 1e\+39.*float32"):
         est.predict(huge)
+    # A fitted posterior keeps its dtype until fit: the advice of a probe's partial_fit to
+    # use float64 was then refused by the next call.
+    for call in (lambda: est.partial_fit(huge, y[30:]), lambda: est.predict(huge)):
+        with pytest.raises(ValueError, match=r"Scale X \(e.g. with sklearn.preprocessing.StandardScaler\)\.$"):
+            call()
+    _assert_same_state(before, est.__dict__)
+
+
+@pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])
+def test_nan_let_through_by_assume_finite_is_refused_as_such(make):
+    # scikit-learn skips its check for NaN under assume_finite=True; a probe's NaN was then
+    # told to scale X or use float64, neither of which mends it.
+    X, y = _four_features()
+    est = make(hidden_layer_sizes=(4,), random_state=0).fit(X[:30], y[:30])
+    before = _snapshot(est)
+    gappy = X[30:].copy()
+    gappy[3, 2] = np.nan
+    with sklearn.config_context(assume_finite=True):
+        for call in (lambda: est.partial_fit(gappy, y[30:]), lambda: est.predict(gappy)):
+            with pytest.raises(ValueError, match="X holds NaN or infinite values.*assume_finite.*impute"):
+                call()
+        with pytest.raises(ValueError, match="X holds NaN or infinite values"):
+            make(hidden_layer_sizes=(4,), random_state=0).fit(gappy, y[30:])
+        if make is BONGRegressor:
+            target = y[30:].astype(float).copy()
+            target[0] = np.nan
+            for call in (make(hidden_layer_sizes=(4,), random_state=0).fit, est.partial_fit):
+                with pytest.raises(ValueError, match="y holds NaN or infinite values"):
+                    call(X[30:], target)
+    _assert_same_state(before, est.__dict__)
 
 
 @pytest.mark.parametrize("make", [BONGClassifier, BONGRegressor], ids=["clf", "reg"])

@@ -3237,9 +3237,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         if partial and self.class_weight == "balanced":
             raise ValueError(
                 "class_weight='balanced' is not supported for partial_fit: the class frequencies of a "
-                "stream are not known in advance. Pass a dict, e.g. from "
-                "sklearn.utils.class_weight.compute_class_weight('balanced', classes=classes, y=y) on "
-                "a sample of the stream."
+                "stream are not known in advance. Pass a dict computed on a sample of the stream, e.g. "
+                "dict(zip(classes, sklearn.utils.class_weight.compute_class_weight('balanced', "
+                "classes=classes, y=y)))."
             )
         # 'balanced' weighs n_samples / (n_classes * count): the classes of y, each present.
         present = np.unique(y) if self.class_weight == "balanced" else classes

@@ -7,12 +7,14 @@ model, where the filter is exact Bayes and the order of rows does not matter), t
 closed-form weighted Bayesian linear regression, and zero weights against removed rows.
 """
 
+import re
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import sklearn
 from sklearn.datasets import load_iris, make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
@@ -243,8 +245,14 @@ def test_class_weight_multiplies_the_sample_weight():
         reference.partial_fit(X[rows], y[rows], classes=[0, 1, 2], sample_weight=np.array([3.0, 1.0, 0.5])[y[rows]])
     for a, b in zip(_leaves(stream.posterior_), _leaves(reference.posterior_)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
-    with pytest.raises(ValueError, match="not supported for partial_fit"):
+    with pytest.raises(ValueError, match="not supported for partial_fit") as refusal:
         BONGClassifier(class_weight="balanced", **params).partial_fit(X, y, classes=[0, 1, 2])
+    # The advice, followed as written (a probe passed compute_class_weight's array, which
+    # class_weight refuses): a dict of the balanced weights.
+    advice = re.search(r"e\.g\. (dict\(zip\(.*\)\)\))\.", str(refusal.value)).group(1)
+    advised = eval(advice, {"dict": dict, "zip": zip, "sklearn": sklearn, "classes": np.arange(3), "y": y})
+    assert advised == pytest.approx(dict(enumerate(balanced)))
+    BONGClassifier(class_weight=advised, **params).partial_fit(X, y, classes=[0, 1, 2])
 
 
 @pytest.mark.parametrize("n_centers", [2, 3])

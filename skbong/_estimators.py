@@ -78,6 +78,8 @@ from .core import (
     FAMILIES,
     HESSIANS,
     INFLATIONS,
+    MAX_STEP_WEIGHT,
+    MAX_SUBSTEPS,
     Dynamics,
     Hyperparameters,
     LatentPrior,
@@ -1648,7 +1650,7 @@ class _BaseBONG(BaseEstimator):
         )
         inflation_hint = f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
         # What beyond sigma0 may have made the steps overshoot: the dynamics, or weights above
-        # 1 (a row of weight w enters as w observations of it).
+        # 1 (a row of weight w enters as w observations of it, skbong.core.MAX_STEP_WEIGHT).
         heaviest = 0.0 if sample_weight is None else float(np.max(sample_weight, initial=0.0))
         dynamics_advice = self._dynamics_advice()
         # Weights far below 1 (e.g. normalised to sum to 1) make the whole call count as a
@@ -1657,8 +1659,9 @@ class _BaseBONG(BaseEstimator):
         class_weighted = bool(getattr(self, "class_weight", None))
         weight_advice = (
             f" The row weights{' (sample_weight times class_weight)' if class_weighted else ''} "
-            f"reach {heaviest:.3g}: a row of weight w enters as w "
-            "observations of it, so weights far above 1 make each step overshoot; "
+            f"reach {heaviest:.3g}: a row of weight w enters as w observations of it, in linearised "
+            f"steps of at most {MAX_STEP_WEIGHT:g} (at most {MAX_SUBSTEPS} a row), so weights far above 1 make "
+            "the steps overshoot; "
             + (
                 "rescale them (e.g. to a mean of 1)."
                 if heaviest <= HEAVY_RATIO * mean_weight
@@ -1673,7 +1676,8 @@ class _BaseBONG(BaseEstimator):
                 )
                 + ")."
             )
-            if heaviest > 1
+            # Weights already capped as that advice says are not told to cap them again.
+            if heaviest > 1 and not (HEAVY_RATIO * mean_weight < heaviest <= HEAVY_RATIO * (1 + 1e-6))
             else ""
         )
         light_weight_advice = (
@@ -3204,7 +3208,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weight of each row: its likelihood enters the update as the
             power ``p(y | x, theta)^w`` (a tempered likelihood), multiplied by the
-            weight of its class (``class_weight``). A row of weight 0 changes nothing.
+            weight of its class (``class_weight``). A row of weight 0 changes nothing;
+            one above 4 is absorbed in ``ceil(w / 4)`` linearised updates (at most 16,
+            :ref:`weighted-rows`).
 
         Returns
         -------
@@ -3645,7 +3651,8 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             Non-negative weight of each row: its likelihood enters the update as the
             power ``N(y | f(x, theta), R)^w``, i.e. with observation variance ``R / w``.
             The standardisation of ``y`` uses the weighted mean and variance. A row of
-            weight 0 changes nothing.
+            weight 0 changes nothing; one above 4 is absorbed in ``ceil(w / 4)``
+            linearised updates (at most 16, :ref:`weighted-rows`).
 
         Returns
         -------

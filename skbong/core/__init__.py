@@ -65,6 +65,8 @@ from ._families import (
     FullCovState,
 )
 from ._filter import (
+    MAX_STEP_WEIGHT,
+    MAX_SUBSTEPS,
     PREDICT_CHUNK,
     STEP_BUCKETS,
     Hyperparameters,
@@ -156,6 +158,8 @@ __all__ = [
     "MonteCarloEF",
     "MonteCarloHessian",
     "PatchConv",
+    "MAX_STEP_WEIGHT",
+    "MAX_SUBSTEPS",
     "PREDICT_CHUNK",
     "STEP_BUCKETS",
     "UNDEFINED",

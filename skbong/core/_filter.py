@@ -62,11 +62,24 @@ __all__ = [
     "update_step",
     "STEP_BUCKETS",
     "PREDICT_CHUNK",
+    "MAX_STEP_WEIGHT",
+    "MAX_SUBSTEPS",
 ]
 
 
 #: Chunk lengths (in filter steps) that the scan is compiled for.
 STEP_BUCKETS = (1, 8, 64, 512)
+#: The most weight one step absorbs from a row: a row of weight ``w`` above it is absorbed
+#: in ``k = ceil(w / MAX_STEP_WEIGHT)`` steps of weight ``w / k`` (at most
+#: ``MAX_SUBSTEPS``), the model relinearised between them. One linearised step of weight
+#: ``w`` adds ``w`` times the curvature at the prior mean, far from where the ``w`` copies
+#: move it: standardised digits, uniform weight 30, one pass, reached a test log-loss of
+#: 15.6 in one step a row against 0.20 in 8 (weight 100: diverged against 0.20), where
+#: weights up to 3 in one step were within the noise of repeated rows.
+MAX_STEP_WEIGHT = 4.0
+#: The most steps one row of heavy weight is cut into (its weight per step then exceeds
+#: ``MAX_STEP_WEIGHT``): the cost of a call grows with its heaviest rows.
+MAX_SUBSTEPS = 16
 #: Rows per prediction call; every row is always computed in a batch of this size,
 #: so predictions do not depend on which other rows are predicted with it.
 PREDICT_CHUNK = 256
@@ -503,11 +516,14 @@ def forecast_belief(config: FilterConfig, state, hyper: Hyperparameters, t: int,
 
 def _scan_stream(
     config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent,
-    n_steps, static_belief, check_valid, innovation_start=None,
+    n_steps, static_belief, check_valid, innovation_start=None, heavy_rows=False,
 ):
     """The scan of one filter over the first ``n_steps`` steps of ``xs, ys, weights`` (not
     jitted on its own); the later steps are padding of the compiled length. With
     ``static_belief`` (see :func:`_is_static`) the predict step is left out of the program.
+    With ``heavy_rows`` (weights above :data:`MAX_STEP_WEIGHT`), a step's rows are absorbed
+    in as many updates as their heaviest row needs (:func:`_absorbed`); the predict step, the
+    record and the noise estimates stay one per step.
 
     Returns the final belief (with the final noise estimate when the dynamics estimate
     it), the records (zero for the padding steps) and, with ``check_valid``, whether the
@@ -572,8 +588,11 @@ def _scan_stream(
 
         def step(state, x, y, m, key):
             prior = predicted(attach(state))
-            updated = detach(update(prior, x, y, m, key, step_hyper, noise))
-            return updated, scored(prior, x, y), prior.mean, innovations(prior, x, y, m)
+            if heavy_rows:
+                updated = _absorbed(partial(update, step_hyper=step_hyper, noise=noise), prior, x, y, m, key)
+            else:
+                updated = update(prior, x, y, m, key, step_hyper, noise)
+            return detach(updated), scored(prior, x, y), prior.mean, innovations(prior, x, y, m)
 
         def skip(state, x, y, *_):
             # Scored by the forecast of the next row (one row's predict step), as predict scores it.
@@ -605,7 +624,8 @@ def _scan_stream(
     elif dynamics.innovation_scale:  # this call's sums, per output, and of the row weights
         noise = (jnp.zeros(ys.shape[-1:], ys.dtype), jnp.zeros((), ys.dtype))
     carry = (state, jnp.asarray(t0, jnp.int32), noise)
-    block_steps, width = _deferral(config, state, xs, ys, weights, hyper, key)
+    # Deferred downdates have room for one update a step.
+    block_steps, width = (1, 0) if heavy_rows else _deferral(config, state, xs, ys, weights, hyper, key)
     if block_steps > 1:
         (state, _, noise), out = _deferred_scan(body, carry, (xs, ys, weights), n_steps, family, block_steps, width)
     else:
@@ -618,6 +638,21 @@ def _scan_stream(
     if dynamics.innovation_scale:
         noise = noise[0]
     return ((state, noise) if _carries_noise(dynamics) else state), out, valid
+
+
+def _absorbed(update, prior, x, y, weights, key):
+    """``update`` of ``prior`` by the rows ``x, y`` of ``weights`` in ``k = ceil(max(weights)
+    / MAX_STEP_WEIGHT)`` updates (at most :data:`MAX_SUBSTEPS`) of ``weights / k`` each, every
+    one linearised at the mean the one before left: ``k`` observations of a row, in a row.
+    For a linear-Gaussian model the ``k`` updates are the one update of weight ``w``
+    (Bayes' rule for ``k`` likelihoods ``p^(w/k)``); the later updates' Monte-Carlo keys are
+    folded from the step's. ``update(prior, x, y, weights, key)`` is one update."""
+    count = jnp.clip(jnp.ceil(jnp.max(weights) / MAX_STEP_WEIGHT), 1, MAX_SUBSTEPS)
+    part = weights / count
+    first = update(prior, x, y, part, key)
+    return jax.lax.fori_loop(
+        1, count.astype(jnp.int32), lambda i, belief: update(belief, x, y, part, jax.random.fold_in(key, i)), first
+    )
 
 
 def _layered_network(config: FilterConfig, state, xs, record, static_belief: bool):
@@ -821,15 +856,15 @@ def _prefix_scan(body, carry, xs, n_steps):
     return jax.lax.fori_loop(0, n_steps, _recorded_step(body, xs), (carry, _empty_records(body, carry, xs)))
 
 
-@_jit(static_argnames=("config", "record", "static_belief", "check_valid"), cpu_options=_scan_options)
+@_jit(static_argnames=("config", "record", "static_belief", "check_valid", "heavy_rows"), cpu_options=_scan_options)
 def _scan(
     config: FilterConfig, state, xs, ys, weights, hyper: Hyperparameters, key, t0, record, record_key, latent, n_steps,
-    static_belief, check_valid, innovation_start=None,
+    static_belief, check_valid, innovation_start=None, heavy_rows=False,
 ):
     _TRACES["filter"] += 1
     return _scan_stream(
         config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief, check_valid,
-        innovation_start,
+        innovation_start, heavy_rows,
     )
 
 
@@ -854,7 +889,7 @@ def _is_static(config: FilterConfig, hyper: Hyperparameters) -> bool:
 
 
 @_jit(
-    static_argnames=("config", "record", "static_belief", "check_valid", "hyper_axes", "vectorize"),
+    static_argnames=("config", "record", "static_belief", "check_valid", "hyper_axes", "vectorize", "heavy_rows"),
     cpu_options=_scan_options,
 )
 def _sweep_scan(
@@ -876,13 +911,14 @@ def _sweep_scan(
     vectorize,
     active=None,
     innovation_start=None,
+    heavy_rows=False,
 ):
     _TRACES["sweep"] += 1
 
     def run_member(state, hyper, key, latent, innovation_start):
         return _scan_stream(
             config, state, xs, ys, weights, hyper, key, t0, record, record_key, latent, n_steps, static_belief,
-            check_valid, innovation_start,
+            check_valid, innovation_start, heavy_rows,
         )
 
     def frozen_member(state, hyper, key, latent, innovation_start):
@@ -975,7 +1011,10 @@ def run_filter(
         Non-negative weight ``w_n`` of each row: its likelihood enters as the power
         ``p(y_n | x_n, theta)^{w_n}`` (a tempered likelihood; for a Gaussian, the
         observation variance ``R / w_n``). A step of rows all of weight zero leaves the
-        belief as it was. Defaults to ones.
+        belief as it was. A step whose heaviest row weighs more than
+        :data:`MAX_STEP_WEIGHT` (4) absorbs its rows in ``k = ceil(max w / 4)`` updates of
+        weight ``w / k`` (``k`` at most :data:`MAX_SUBSTEPS`, 16), relinearised between
+        them; its predict step and record stay one. Defaults to ones.
     callback : callable, optional
         ``callback(n_rows_done, records)``, called after each compiled chunk of at most
         ``STEP_BUCKETS[-1]`` steps has been computed (for progress reports):
@@ -1469,6 +1508,7 @@ def _run_chunks_unchecked(
     if record_key is None:
         record_key = default_key(record)
     static_belief = _is_static(config, hyper)
+    heavy_rows = bool(np.max(weights, initial=0.0) > MAX_STEP_WEIGHT)  # one program more, only where they are
     n_steps = -(-X.shape[0] // batch_size)
     records = []
     valid = None
@@ -1501,6 +1541,7 @@ def _run_chunks_unchecked(
             innovation_start=None if innovation_sum is None or innovation_start is None else (
                 np.asarray(start_terms + innovation_sum, dtype), np.asarray(start_weight + weights[: rows.start].sum(), dtype)
             ),
+            heavy_rows=heavy_rows,
         )
         if adaptive:  # the noise estimate goes on to the next chunk
             state, noise = state

@@ -1659,9 +1659,13 @@ class _BaseBONG(BaseEstimator):
         class_weighted = bool(getattr(self, "class_weight", None))
         weight_advice = (
             f" The row weights{' (sample_weight times class_weight)' if class_weighted else ''} "
-            f"reach {heaviest:.3g}: a row of weight w enters as w observations of it, in linearised "
-            f"steps of at most {MAX_STEP_WEIGHT:g} (at most {MAX_SUBSTEPS} a row), so weights far above 1 make "
-            "the steps overshoot; "
+            f"reach {heaviest:.3g}: a row of weight w enters as w observations of it"
+            + (
+                f", in linearised steps of at most {MAX_STEP_WEIGHT:g} (at most {MAX_SUBSTEPS} a row)"
+                if self._likelihood == "categorical"
+                else ""
+            )
+            + ", so weights far above 1 make the steps overshoot; "
             + (
                 "rescale them (e.g. to a mean of 1)."
                 if heaviest <= HEAVY_RATIO * mean_weight
@@ -3651,8 +3655,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             Non-negative weight of each row: its likelihood enters the update as the
             power ``N(y | f(x, theta), R)^w``, i.e. with observation variance ``R / w``.
             The standardisation of ``y`` uses the weighted mean and variance. A row of
-            weight 0 changes nothing; one above 4 is absorbed in ``ceil(w / 4)``
-            linearised updates (at most 16, :ref:`weighted-rows`).
+            weight 0 changes nothing.
 
         Returns
         -------

@@ -78,8 +78,8 @@ def test_integer_weights_equal_duplicated_rows_in_one_step(family, hessian, x64)
 @pytest.mark.parametrize("top", [3.0, 300.0])
 def test_weighted_linear_gaussian_filter_is_the_weighted_bayes_posterior(x64, top):
     """FC, LIN-HESS, linear model: after a pass with weights ``w_n`` the belief is the
-    closed-form posterior with observation variances ``R / w_n``; rows heavier than
-    MAX_STEP_WEIGHT, absorbed in several updates, included (Bayes' rule for the powers)."""
+    closed-form posterior with observation variances ``R / w_n``, rows heavier than
+    MAX_STEP_WEIGHT included (a Gaussian likelihood's heavy rows keep one update)."""
     rng = np.random.default_rng(1)
     X = rng.normal(size=(40, 3))
     y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=40)
@@ -106,7 +106,7 @@ def test_regressor_integer_weights_equal_repeated_rows():
     X = rng.normal(size=(30, 4))
     y = 100 + 50 * (X @ rng.normal(size=4)) + 5 * rng.normal(size=30)
     weights = rng.integers(0, 4, size=30)
-    weights[[3, 17]] = 9, 40  # absorbed in 3 and 10 updates (MAX_STEP_WEIGHT)
+    weights[[3, 17]] = 9, 40  # heavier than MAX_STEP_WEIGHT: one update each under a Gaussian likelihood
     params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", random_state=0, shuffle=False)
     weighted = BONGRegressor(**params).fit(X, y, sample_weight=weights)
     order = rng.permutation(int(weights.sum()))
@@ -357,9 +357,10 @@ def test_weights_normalised_to_sum_to_one_are_told(n):
 @pytest.mark.parametrize("family", ["dlr", "diag", "fc"])
 @pytest.mark.parametrize("hessian", ["lin_hess", "mc_ef"])
 def test_a_heavy_row_is_absorbed_in_updates_of_at_most_the_step_weight(family, hessian, x64):
-    """A row of weight w > MAX_STEP_WEIGHT is k = ceil(w / MAX_STEP_WEIGHT) updates of
-    weight w / k (k at most MAX_SUBSTEPS), each linearised where the last left the mean,
-    the later ones keyed by folding the step's key: update_step applied k times by hand."""
+    """Under the categorical likelihood, a row of weight w > MAX_STEP_WEIGHT is
+    k = ceil(w / MAX_STEP_WEIGHT) updates of weight w / k (k at most MAX_SUBSTEPS), each
+    linearised where the last left the mean, the later ones keyed by folding the step's
+    key: update_step applied k times by hand."""
     spec = MLPSpec(3, (4,), 3, "tanh")
     rng = np.random.default_rng(0)
     X = rng.normal(size=(3, 3))
@@ -382,6 +383,20 @@ def test_a_heavy_row_is_absorbed_in_updates_of_at_most_the_step_weight(family, h
                 config, belief, jnp.asarray(X[t : t + 1]), jnp.asarray(Y[t : t + 1]),
                 jnp.asarray([weight / count]), hyper, jax.random.fold_in(step_key, i) if i else step_key,
             )
+    for a, b in zip(_leaves(filtered), _leaves(belief)):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    # A Gaussian likelihood's curvature is the same at every output: its heavy rows keep one update.
+    config = make_config(spec.apply, "gaussian", family, rank=4, hessian=hessian, n_mc_samples=4)
+    filtered = filter_posterior(
+        spec.apply, prior.mean, X, Y, likelihood="gaussian", family=family, rank=4, hessian=hessian,
+        n_mc_samples=4, sigma0=0.5, sample_weight=weights, key=key, backtrack=False,
+    )
+    belief = prior
+    for t, weight in enumerate(weights):
+        belief = update_step(
+            config, belief, jnp.asarray(X[t : t + 1]), jnp.asarray(Y[t : t + 1]), jnp.asarray([weight]), hyper,
+            jax.random.fold_in(key, t),
+        )
     for a, b in zip(_leaves(filtered), _leaves(belief)):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 

@@ -69,13 +69,16 @@ __all__ = [
 
 #: Chunk lengths (in filter steps) that the scan is compiled for.
 STEP_BUCKETS = (1, 8, 64, 512)
-#: The most weight one step absorbs from a row: a row of weight ``w`` above it is absorbed
-#: in ``k = ceil(w / MAX_STEP_WEIGHT)`` steps of weight ``w / k`` (at most
-#: ``MAX_SUBSTEPS``), the model relinearised between them. One linearised step of weight
-#: ``w`` adds ``w`` times the curvature at the prior mean, far from where the ``w`` copies
-#: move it: standardised digits, uniform weight 30, one pass, reached a test log-loss of
-#: 15.6 in one step a row against 0.20 in 8 (weight 100: diverged against 0.20), where
-#: weights up to 3 in one step were within the noise of repeated rows.
+#: The most weight one step absorbs from a row, under a likelihood whose curvature in the
+#: output moves with it (categorical): a row of weight ``w`` above it is absorbed in
+#: ``k = ceil(w / MAX_STEP_WEIGHT)`` steps of weight ``w / k`` (at most ``MAX_SUBSTEPS``),
+#: the model relinearised between them. One linearised step of weight ``w`` adds ``w``
+#: times the curvature at the prior mean, ``diag(p) - p p^T``, which vanishes as the step
+#: saturates ``p``: on standardised digits with every row of weight 30 or 100, one pass,
+#: ``dlr`` diverged on each of five splits and now reaches a test log-loss of 0.18-0.22
+#: (0.16 at weight 1; ``benchmarks/results/heavy_weights.md``). A Gaussian likelihood's
+#: curvature ``R^{-1}`` is the same at every output, and cut steps did no better there
+#: (diabetes, friedman1, a sine) and on diabetes worse: its heavy rows keep one step.
 MAX_STEP_WEIGHT = 4.0
 #: The most steps one row of heavy weight is cut into (its weight per step then exceeds
 #: ``MAX_STEP_WEIGHT``): the cost of a call grows with its heaviest rows.
@@ -643,10 +646,10 @@ def _scan_stream(
 def _absorbed(update, prior, x, y, weights, key):
     """``update`` of ``prior`` by the rows ``x, y`` of ``weights`` in ``k = ceil(max(weights)
     / MAX_STEP_WEIGHT)`` updates (at most :data:`MAX_SUBSTEPS`) of ``weights / k`` each, every
-    one linearised at the mean the one before left: ``k`` observations of a row, in a row.
-    For a linear-Gaussian model the ``k`` updates are the one update of weight ``w``
-    (Bayes' rule for ``k`` likelihoods ``p^(w/k)``); the later updates' Monte-Carlo keys are
-    folded from the step's. ``update(prior, x, y, weights, key)`` is one update."""
+    one linearised at the mean the one before left: ``k`` observations of a row, in a row
+    (for a conjugate model, the one update of weight ``w`` by Bayes' rule for the powers
+    ``p^(w/k)``). The later updates' Monte-Carlo keys are folded from the step's.
+    ``update(prior, x, y, weights, key)`` is one update."""
     count = jnp.clip(jnp.ceil(jnp.max(weights) / MAX_STEP_WEIGHT), 1, MAX_SUBSTEPS)
     part = weights / count
     first = update(prior, x, y, part, key)
@@ -1011,10 +1014,11 @@ def run_filter(
         Non-negative weight ``w_n`` of each row: its likelihood enters as the power
         ``p(y_n | x_n, theta)^{w_n}`` (a tempered likelihood; for a Gaussian, the
         observation variance ``R / w_n``). A step of rows all of weight zero leaves the
-        belief as it was. A step whose heaviest row weighs more than
-        :data:`MAX_STEP_WEIGHT` (4) absorbs its rows in ``k = ceil(max w / 4)`` updates of
-        weight ``w / k`` (``k`` at most :data:`MAX_SUBSTEPS`, 16), relinearised between
-        them; its predict step and record stay one. Defaults to ones.
+        belief as it was. Under the categorical likelihood, a step whose heaviest row
+        weighs more than :data:`MAX_STEP_WEIGHT` (4) absorbs its rows in
+        ``k = ceil(max w / 4)`` updates of weight ``w / k`` (``k`` at most
+        :data:`MAX_SUBSTEPS`, 16), relinearised between them; its predict step and record
+        stay one. Defaults to ones.
     callback : callable, optional
         ``callback(n_rows_done, records)``, called after each compiled chunk of at most
         ``STEP_BUCKETS[-1]`` steps has been computed (for progress reports):
@@ -1508,7 +1512,10 @@ def _run_chunks_unchecked(
     if record_key is None:
         record_key = default_key(record)
     static_belief = _is_static(config, hyper)
-    heavy_rows = bool(np.max(weights, initial=0.0) > MAX_STEP_WEIGHT)  # one program more, only where they are
+    # One program more, only where such rows are and the likelihood's curvature moves with the output.
+    heavy_rows = bool(np.max(weights, initial=0.0) > MAX_STEP_WEIGHT) and not getattr(
+        config.likelihood, "fixed_output_curvature", False
+    )
     n_steps = -(-X.shape[0] // batch_size)
     records = []
     valid = None

@@ -15,6 +15,7 @@ Both also give coordinates ``z`` of the gradient in the columns of the root, ``r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +29,11 @@ __all__ = ["Gaussian", "Categorical"]
 @dataclass(frozen=True)
 class Gaussian:
     """Gaussian observations ``y ~ N(f, diag(obs_noise))`` (LO-FI Eq. 10, regression)."""
+
+    #: Whether the curvature of ``log p`` in the output is the same at every ``f``
+    #: (``-R^{-1}``): a heavy row's linearised step is then not cut into smaller ones
+    #: (``skbong.core.MAX_STEP_WEIGHT``).
+    fixed_output_curvature: ClassVar[bool] = True
 
     def log_prob(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
         """``log N(y | f, diag(obs_noise))`` for one observation; ``f, y`` of shape ``(C,)``."""
@@ -77,6 +83,8 @@ class Categorical:
     """
 
     cov_floor: float = 0.0
+    #: The curvature ``-(diag(p) - p p^T)`` vanishes as ``p`` saturates along a step.
+    fixed_output_curvature: ClassVar[bool] = False
 
     def log_prob(self, f: jax.Array, y: jax.Array, obs_noise: jax.Array) -> jax.Array:
         """``sum_c y_c log softmax(f)_c``; ``obs_noise`` is unused."""

@@ -604,6 +604,14 @@ def _where_unused(name: str, params: dict) -> str | None:
                 )
     if name == "rank" and family not in ("dlr", "slr"):
         return f"with family={family!r}; rank acts only for family='dlr' and 'slr'"
+    if name == "rank" and algorithm in ("bog", "bbb"):
+        # W starts at 0 and the plain-gradient step moves it by -alpha Sigma M Sigma W
+        # (BONG Eqs. 309, 319): W = 0 is a fixed point, so the cell is a diagonal method.
+        return (
+            f"with algorithm={algorithm!r} on family={family!r}: its plain-gradient step moves the "
+            "low-rank factor W in proportion to W (BONG Eqs. 309 and 319), which starts at 0 and "
+            "stays there, so the posterior is diagonal at every rank"
+        )
     if name == "inflation_alpha" and params["inflation"] is None:
         return "with inflation=None; inflation_alpha acts only with inflation='bayesian', 'simple' or 'hybrid'"
     return None

@@ -325,6 +325,10 @@ def filter_posterior(
     Returns
     -------
     state : FullCovState, DiagState or DLRState
+        As the filter left it, checked for nothing: a belief that broke down (a step that
+        overshot, e.g. ``fc_mom`` at a large ``sigma0``) comes back with NaN or a covariance
+        that is not positive definite. Test it with :func:`belief_is_valid`, or take
+        ``run_filter(..., return_valid=True)``; the estimators raise ``FloatingPointError``.
     obs_noise : array of shape (C,)
         Only when ``dynamics`` estimates the observation noise: the final estimate.
     """

@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = RESULTS.parents[1]
+
+
+@contextlib.contextmanager
+def baseline_tree(commit: str):
+    """A checkout of ``commit`` (``git worktree``, detached) in a temporary folder, for a
+    benchmark that compares this tree with it in one run; removed afterwards."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch) / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), commit], cwd=ROOT, check=True,
+                       capture_output=True)
+        try:
+            yield tree
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
 
 
 def _affinity() -> str:

@@ -23,12 +23,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from _report import format_mean_se, markdown_table, write
+from _report import baseline_tree, format_mean_se, markdown_table, write
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("breast_cancer", "wine", "iris", "digits")
@@ -100,14 +99,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="f7b3c38", help="commit to compare with (one step per row)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        base_tree = Path(scratch) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), args.baseline], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            results = {"baseline": measure(base_tree, repeat=0), "this tree": measure(ROOT, repeat=10)}
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    with baseline_tree(args.baseline) as base_tree:
+        results = {"baseline": measure(base_tree, repeat=0), "this tree": measure(ROOT, repeat=10)}
     rows = []
     for name in DATASETS:
         for family in FAMILIES:

@@ -25,12 +25,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from _report import RESULTS, markdown_table, write
+from _report import RESULTS, baseline_tree, markdown_table, write
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -165,16 +164,10 @@ def main():
     parser.add_argument("--baseline", default="cf2507a", help="commit to compare with")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        base_tree = Path(scratch) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), args.baseline], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            results = {"baseline": measure(base_tree, args.repeats, baseline=True),
-                       "this tree": measure(ROOT, args.repeats, baseline=False)}
-            fits = first_fits({"baseline": base_tree, "this tree": ROOT}, args.repeats)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    with baseline_tree(args.baseline) as base_tree:
+        results = {"baseline": measure(base_tree, args.repeats, baseline=True),
+                   "this tree": measure(ROOT, args.repeats, baseline=False)}
+        fits = first_fits({"baseline": base_tree, "this tree": ROOT}, args.repeats)
     base, now = results["baseline"], results["this tree"]
 
     import_rows = [[name, f"{base['import'][name]:.2f}", f"{now['import'][name]:.2f}"] for name in now["import"]]

@@ -21,10 +21,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from _report import markdown_table, write
+from _report import baseline_tree, markdown_table, write
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINTS = (1_000, 100_000, 300_000, 1_000_000)
@@ -76,20 +75,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=2, help="processes per tree and setting, taken in turns")
     args = parser.parse_args()
     results = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        base_tree = Path(scratch) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base_tree), args.baseline], cwd=ROOT, check=True,
-                       capture_output=True)
-        try:
-            for _ in range(args.rounds):  # the trees in turns, so a slow spell weighs on both
-                for prequential in (True, False):
-                    for name, tree in (("baseline", base_tree), ("this tree", ROOT)):
-                        times = run(tree, prequential, args.calls)
-                        print(name, "prequential" if prequential else "unrecorded", times, flush=True)
-                        best = results.setdefault((name, prequential), times)
-                        results[name, prequential] = {c: min(best[c], times[c]) for c in times}
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, capture_output=True)
+    with baseline_tree(args.baseline) as base_tree:
+        for _ in range(args.rounds):  # the trees in turns, so a slow spell weighs on both
+            for prequential in (True, False):
+                for name, tree in (("baseline", base_tree), ("this tree", ROOT)):
+                    times = run(tree, prequential, args.calls)
+                    print(name, "prequential" if prequential else "unrecorded", times, flush=True)
+                    best = results.setdefault((name, prequential), times)
+                    results[name, prequential] = {c: min(best[c], times[c]) for c in times}
     rows = []
     for prequential in (True, False):
         for name in ("baseline", "this tree"):

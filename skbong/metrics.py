@@ -186,7 +186,9 @@ def _weighted_mean(losses: np.ndarray, sample_weight) -> float:
         return float(np.mean(losses))
     weights = np.asarray(sample_weight, dtype=np.float64)
     if weights.shape != losses.shape:
-        raise ValueError(f"sample_weight must have shape ({losses.shape[0]},), one weight per row, got {weights.shape}.")
+        raise ValueError(
+            f"sample_weight must have shape ({losses.shape[0]},), one weight per row, got {weights.shape}."
+        )
     if not (np.all(np.isfinite(weights)) and np.all(weights >= 0) and weights.sum() > 0):
         raise ValueError("sample_weight must be finite and non-negative, with a positive sum.")
     return float(np.average(losses, weights=weights))

@@ -503,7 +503,8 @@ def test_the_nlpd_scorer_takes_routed_sample_weight():
     )
     assert neg_nlpd_scorer(clf, X, y, sample_weight=weights) != pytest.approx(neg_nlpd_scorer(clf, X, y))
     inputs = StandardScaler().fit_transform(X[:, :3])
-    mean, std = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(inputs, X[:, 3]).predict(inputs, return_std=True)
+    reg = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(inputs, X[:, 3])
+    mean, std = reg.predict(inputs, return_std=True)
     by_hand = np.sum(weights * -norm.logpdf(X[:, 3], mean, std)) / np.sum(weights)
     assert gaussian_nlpd(X[:, 3], mean, std, sample_weight=weights) == pytest.approx(by_hand, rel=1e-9)
     for bad in (weights[:10], -weights, np.zeros_like(weights)):

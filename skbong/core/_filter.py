@@ -1673,6 +1673,11 @@ def predict_distribution(
     CategoricalPredictive or GaussianPredictive
         With numpy fields of leading dimension N.
     """
+    if isinstance(predictive, (str, type)):  # a name or a class: "'str' object is not callable" deep inside
+        raise TypeError(
+            f"predictive must be a predictive value such as Probit() or LinearizedGaussian(), got {predictive!r}; "
+            "make_predictive(name, likelihood) builds one from a name."
+        )
     dtype = state.mean.dtype
     if key is None:
         key = default_key(predictive)

@@ -192,6 +192,20 @@ def test_predict_distribution_refuses_what_the_filter_refuses(change, match):
     assert valid.mean.shape == (20, 1) and np.all(np.isfinite(valid.mean))
 
 
+@pytest.mark.parametrize("predictive", ["linearized", "LinearizedGaussian"])
+def test_predict_distribution_refuses_a_predictive_name_or_class(predictive):
+    # A name gave "'str' object is not callable" from inside the compiled prediction, a
+    # class an __init__ TypeError (a probe reproducing the paper with the core).
+    from skbong.core import LinearizedGaussian
+
+    X, Y = _data()
+    config = make_config(_linear, "gaussian", "dlr", 2)
+    state = config.family.init(jnp.zeros(3), jnp.asarray(1.0))
+    given = predictive if predictive == "linearized" else LinearizedGaussian
+    with pytest.raises(TypeError, match="must be a predictive value such as Probit.*make_predictive"):
+        predict_distribution(config, given, state, X)
+
+
 def test_entry_points_name_the_mistake():
     # Each raised an error that named JAX's internals (a probe of the core): AttributeError
     # 'DiagState' object has no attribute 'cov', NotImplementedError(KeyError) for float16,

@@ -64,6 +64,7 @@ from ._health import (
     FEW_STEPS_EXCESS,
     FORGOTTEN_EXCESS,
     MIN_OBSERVATIONS,
+    gross_errors,
     in_sample_excess,
     new_health,
     prior_conflict,
@@ -1592,6 +1593,10 @@ class _BaseBONG(BaseEstimator):
             record = self._predictive(config) if scored_by_own else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
             log_probs, predictions = [], []
+            # A later call of an adaptive noise: its errors and the estimate before it, for
+            # the gross-error test (_health.gross_errors).
+            noise_before = np.asarray(obs_noise, np.float64) if adaptive and not reset else None
+            residuals, residual_weights = [], []
             history = []  # this call's records: history_ takes them only if the call succeeds
             # The prequential log-loss in the user's units (the regressor standardised y).
             unit_shift = 0.0 if y_loc_scale is None else float(np.log(y_loc_scale[1]).sum())
@@ -1631,6 +1636,9 @@ class _BaseBONG(BaseEstimator):
                     log_prob, prediction, evidence = progress.model_average()
                 log_probs.append(log_prob)
                 predictions.append(prediction)
+                if noise_before is not None:
+                    residuals.append(np.asarray(ys, np.float64) - np.reshape(np.asarray(prediction), ys.shape))
+                    residual_weights.append(np.ones(len(ys)) if ws is None else np.asarray(ws, np.float64))
                 health = update_health(health, self._likelihood, ys, log_prob, prediction, noise_floor, ws)
                 n_seen += X.shape[0]
                 passes_weight += X.shape[0] if ws is None else float(np.sum(ws))
@@ -1887,6 +1895,12 @@ class _BaseBONG(BaseEstimator):
             obs_noise = obs_noise[chosen]
         if not adaptive or grid is None:
             self.__dict__.pop("_member_obs_noise", None)
+        gross = None
+        if noise_before is not None:
+            gross = gross_errors(
+                np.concatenate(residuals), np.concatenate(residual_weights),
+                noise_before if grid is None else noise_before[chosen], obs_noise,
+            )
         inconsistent = None
         if calibrated:
             previous_scale = None if reset else self.__dict__.get("noise_scale_")
@@ -1917,6 +1931,8 @@ class _BaseBONG(BaseEstimator):
             # First: the most specific cause, and the rest follows from it (a call of rows
             # the model did not expect learns nothing from them, or drags the weights out).
             condition = "inconsistent"
+        elif gross is not None:
+            condition = "gross_errors"
         elif scored_by_own and health.noise_excess > NOISE_MISMATCH:
             # A noise far from the errors also drives the weights from the prior (rows
             # trusted too much) or keeps the model from learning (too little).
@@ -1995,6 +2011,26 @@ class _BaseBONG(BaseEstimator):
                 + ", y has changed scale or units, or the call holds gross errors in y or X (outliers, which a "
                 "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
                 f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
+                + target_advice,
+                ConvergenceWarning,
+            )
+        elif condition == "gross_errors":
+            rows, farthest, growth = gross
+            where = (
+                f" (row{'s' if rows.size > 1 else ''} {', '.join(map(str, rows[:5].tolist()))}"
+                f"{', ...' if rows.size > 5 else ''} of this call)"
+                if n_passes == 1 and not shuffle
+                else ""
+            )
+            _warn(
+                f"{type(self).__name__}: obs_noise='adaptive' grew {growth:.3g}-fold in this call (the standard "
+                f"deviations of predict(return_std=True) {np.sqrt(growth):.3g}-fold), mostly from {rows.size} "
+                f"row{'s' if rows.size > 1 else ''}{where} whose one-step-ahead error{'s' if rows.size > 1 else ''} "
+                f"lay up to {farthest:.3g} standard deviations of the noise before the call out: gross errors in y "
+                "or X (outliers, or a change of units), which the running average of the squared errors (LO-FI "
+                f"Eq. 66) takes in without bound and forgets only over about {2 / max(self.obs_noise_rate, 1e-12):.3g} "
+                "rows (2 / obs_noise_rate), and which also moved the weights. Drop or fix those rows (call fit to "
+                "start over without them); if the noise level itself jumped, the estimate follows it."
                 + target_advice,
                 ConvergenceWarning,
             )

@@ -316,6 +316,39 @@ INCONSISTENT_RATIO = 10.0
 INCONSISTENT_ROWS = 50
 INCONSISTENT_EXCESS = 1e3
 INCONSISTENT_AFTER = 50
+#: The gross-error test of an adaptive noise (``obs_noise="adaptive"``) in a later call:
+#: where the estimate grew more than ``GROSS_NOISE_GROWTH``-fold in the call, and rows whose
+#: one-step-ahead errors lie more than ``sqrt(INCONSISTENT_EXCESS)`` (about 32) standard
+#: deviations of the noise before the call out, at most ``GROSS_ROWS`` of the call's rows (and
+#: at least one), carry most of its squared errors, a few gross errors made the estimate, not
+#: a new noise level (a probe's one y of 1e4 in 100 rows of friedman1: return_std 350 times
+#: wider, silently, and still 47 times after 400 clean rows).
+GROSS_NOISE_GROWTH = 4.0
+GROSS_ROWS = 0.05
+
+
+def gross_errors(residuals, weights, noise_before, noise_after):
+    """The gross-error test of an adaptive noise over one call: ``(rows, farthest,
+    growth)`` where a few rows' errors made the noise estimate grow, else None.
+
+    ``residuals`` are the call's one-step-ahead errors ``(n, C)`` (the residuals that LO-FI
+    Eq. 66 averages), ``weights`` the rows' weights (or None), ``noise_before`` and
+    ``noise_after`` the estimate per output before and after the call. ``rows`` are the
+    indices of the rows far out, ``farthest`` the largest distance in standard deviations of
+    the noise before, ``growth`` the largest ratio of the estimate after to before.
+    """
+    squared = residuals**2 / np.asarray(noise_before, np.float64)
+    per_row = squared.max(axis=1)
+    weighted = per_row if weights is None else per_row * weights
+    far = (per_row > INCONSISTENT_EXCESS) & (weighted > 0)
+    growth = float(np.max(np.asarray(noise_after, np.float64) / noise_before))
+    n_far = int(far.sum())
+    if growth <= GROSS_NOISE_GROWTH or n_far == 0 or n_far > max(1.0, GROSS_ROWS * len(per_row)):
+        return None
+    # Most of the call's squared error in those rows: a few rows, not a level that moved.
+    if weighted[far].sum() <= 0.5 * weighted.sum():
+        return None
+    return np.flatnonzero(far), float(np.sqrt(per_row[far].max())), growth
 
 
 class StreamHealth(NamedTuple):

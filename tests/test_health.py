@@ -1,5 +1,6 @@
 """The prequential health test (skbong/_health.py) and what the estimators do with it."""
 
+import copy
 import re
 import warnings
 
@@ -1217,3 +1218,27 @@ def test_a_stream_of_light_rows_refused_is_told_of_its_weights():
     message = str(error.value)
     assert "The row weights average 0.001" in message and "The weights moved only" in message
     assert "smaller sigma0" not in message and "predicted well" not in message
+
+
+def test_a_few_gross_errors_that_make_an_adaptive_noise_grow_are_told():
+    # One y of 1e4 in a call of 100 friedman1 rows (noise 1): obs_noise="adaptive" took its
+    # squared error into the running average (LO-FI Eq. 66) and return_std grew 350-fold,
+    # silently (a probe). The rows are named; a clean call and a call whose noise level
+    # rises tenfold in standard deviation, which the estimate is there to follow, are not told.
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=1300, noise=1.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    reg = BONGRegressor(hidden_layer_sizes=(16,), obs_noise="adaptive", random_state=0).fit(X[:1000], y[:1000])
+    clean, jump = copy.deepcopy(reg), copy.deepcopy(reg)
+    corrupt = y[1000:1100].copy()
+    corrupt[[37, 50]] = [1e4, -3e3]
+    with pytest.warns(ConvergenceWarning, match=r"obs_noise='adaptive' grew .*-fold .* 2 rows \(rows 37, 50 of this call\)"):
+        reg.partial_fit(X[1000:1100], corrupt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clean.partial_fit(X[1000:1100], y[1000:1100])
+        noisy = y[1000:1300] + np.random.default_rng(0).normal(0.0, 10.0, 300)
+        for start in range(0, 300, 100):
+            jump.partial_fit(X[1000 + start : 1100 + start], noisy[start : start + 100])
+    assert jump.obs_noise_[0] > 30 * clean.obs_noise_[0]  # it followed the new level

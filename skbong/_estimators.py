@@ -1774,11 +1774,20 @@ class _BaseBONG(BaseEstimator):
         # A stream that a verdict found clearly learning, with static weights: the rows may
         # have changed (drift), which a posterior confident in the rows before cannot follow.
         # (Not said of a stream no verdict found learning: two probes got it at the first.)
+        # The advice pairs the decay with the process noise that keeps the weights' variance at
+        # sigma0^2 (LO-FI Eq. 19): a probe's process_noise=1e-3 alone, the value advised
+        # before, grew it past sigma0^2 = 0.09 within 90 rows, and a stationary digits stream
+        # fell from 0.86 to 0.47 accuracy and then diverged; the pair held 0.95-0.97 over
+        # 10,400 rows.
+        forget_decay = 0.999
         drift_cause = (
             " This stream predicted well earlier: if its data have changed (drift), a posterior "
             "over static weights stays confident in the rows before and cannot follow them. Set "
-            "process_noise (e.g. 1e-3) so that it forgets"
-            if not reset and not dynamics_advice and self.__dict__.get("_learned", False)
+            f"dynamics_decay={forget_decay} and process_noise=(1 - {forget_decay}**2) * sigma0**2 = "
+            f"{(1 - forget_decay**2) * float(prior_scale) ** 2:.3g} (sigma0 = {float(prior_scale):.3g} as fitted) "
+            "so that it forgets (about the last 500 rows count; the weights' variance then stays at sigma0^2, "
+            "where process_noise alone grows it by q a row without bound)"
+            if not reset and not dynamics_advice and self.__dict__.get("_learned", False) and prior_scale is not None
             else ""
         )
         # The error refused the call's rows; a warning's call has absorbed them.
@@ -2617,7 +2626,21 @@ class _BaseBONG(BaseEstimator):
             )
         if not causes:
             return ""
-        return " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights."
+        bounded = ""
+        # The scale fitted, else a fixed sigma0's (the first call's checks run before a fit).
+        scale = self.__dict__.get("sigma0_", None if self._sigma0_grid() is not None else self.sigma0)
+        if not callable(decay) and decay == 1 and not callable(noise) and noise > 0 and scale is not None:
+            # With gamma = 1 the variance of the weights no row pins down grows by q a row
+            # without bound (LO-FI Eq. 19): a decay with the matching q keeps it at sigma0^2.
+            bounded = (
+                ", or, to keep forgetting, dynamics_decay=0.999 with process_noise=(1 - 0.999**2) * sigma0**2 = "
+                f"{(1 - 0.999**2) * float(scale) ** 2:.3g}, which keeps the weights' variance at sigma0^2 "
+                "(with dynamics_decay=1 it grows by process_noise a row without bound)"
+            )
+        return (
+            " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights"
+            + bounded + "."
+        )
 
     def _random_walk_conflict(self, mean, prior_mean, prior_scale, n_seen: int) -> float:
         """:func:`prior_conflict` against the prior of weights that follow the dynamics

@@ -1954,7 +1954,7 @@ class _BaseBONG(BaseEstimator):
             > PRIOR_PULL
         ):
             condition = "prior_conflict"
-        elif health.far_worse:
+        elif health.far_worse or (learns_nothing and health.overconfident_not_ignorant):
             condition = "overconfident"
         elif learns_nothing:
             condition = "not_learning"
@@ -2083,9 +2083,26 @@ class _BaseBONG(BaseEstimator):
             _warn(
                 f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
                 f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
-                f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
-                f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
-                f"constant {health.baseline_accuracy:.0%}). Its probabilities are not to be trusted: "
+                + (
+                    f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
+                    if health.far_worse
+                    else (
+                        "is no better than"
+                        if health.not_learning
+                        else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
+                    )
+                    + f" a constant predictor's ({health.baseline_mean_loss:.3g}, "
+                )
+                + f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
+                f"constant {health.baseline_accuracy:.0%})"
+                + (
+                    ""
+                    if health.far_worse
+                    else f" and its Brier score is {health.model_brier / health.baseline_brier:.2g} times the constant's"
+                )
+                + "."
+                + ("" if health.far_worse else drift_warning)
+                + " Its probabilities are not to be trusted: "
                 f"{sigma0_remedy.lower()} ({sigma0_scales}), scale the inputs{inflation_hint}"
                 + self._averaging_advice()
                 + dynamics_advice

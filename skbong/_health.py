@@ -242,6 +242,12 @@ PRIOR_DIVERGED = 1e4
 #: barely learning: on digits, BOG/BBB on the moment families at a tiny learning rate sat
 #: near chance (accuracy 0.10-0.16) with 2.21-2.25 nats against the constant's 2.30.
 BARELY_LEARNING = 0.05
+#: Ratio of a classifier's Brier score to the constant predictor's below which one no better
+#: in log-loss is told that it is overconfident rather than not learning: a clear margin, as
+#: a stream of weakly learnable labels near ``BARELY_LEARNING`` (59% right at best) lay at
+#: 0.91-1.0 of the constant's Brier score, a digits stream at 79% right and 2.44 nats
+#: against the constant's 2.30 at 0.41.
+CLEAR_BRIER = 0.75
 #: A regressor's margin below the constant predictor's log-loss, nats per observation, from
 #: which it clearly learns (``StreamHealth.clearly_learning``): about R^2 = 0.1.
 CLEARLY_LEARNING_NATS = 0.05
@@ -517,6 +523,22 @@ class StreamHealth(NamedTuple):
         """Enough rows scored, and weighed, for a verdict on the window's log-losses
         (``MIN_EFFECTIVE_ROWS``)."""
         return self.n_scored >= MIN_OBSERVATIONS and self.effective_rows >= MIN_EFFECTIVE_ROWS
+
+    @property
+    def overconfident_not_ignorant(self) -> bool:
+        """A classifier, scored enough, no better than the constant predictor in log-loss (or
+        barely) but whose Brier score is at most ``CLEAR_BRIER`` times the constant's: its
+        predictions carry what it learned, its probabilities are too confident to show it (a
+        probe: told it was not learning while it classified 80% of digits right, at 2.59 nats
+        against the constant's 2.30). The bounded Brier score is not dominated by a few
+        confident mistakes, as the log-loss is."""
+        categorical = self.baseline_stats.ndim == 1
+        return (
+            categorical
+            and self.scored_enough
+            and self.baseline_brier > 0.0
+            and self.model_brier < CLEAR_BRIER * self.baseline_brier
+        )
 
     @property
     def not_learning(self) -> bool:

@@ -635,8 +635,8 @@ def _default_of(cls: type, name: str):
 #: about 5.5x in root mean square. Single rows lie within 1.8x of their set's mean square on
 #: digits (X / 16) and 14x on standardised breast_cancer, whose calls of 3 rows lie within
 #: 5.3x and of 9 rows within 2.6x. The reference must rest on ``INPUT_SCALE_ENTRIES``
-#: entries and the call on a quarter of that (a one-row call of 64 features is judged
-#: against at least 4 calls before).
+#: entries, and so must the rows judged: smaller calls are pooled with the calls after them
+#: (a one-row call of 64 features is judged with the 3 after it).
 INPUT_SCALE_RATIO = 30.0
 INPUT_SCALE_ENTRIES = 256
 #: The code between a user's call and a warning of this module: skbong's, scikit-learn's
@@ -2508,23 +2508,36 @@ class _BaseBONG(BaseEstimator):
         applied at fit and forgotten in a later ``partial_fit`` (a probe's raw 0-16 digits
         after ``X / 16``: held-out accuracy 0.866 to 0.733, silently). The first call's check
         (``_prior_checks``) judges absolute scale for the built-in MLP only; a change of scale
-        misleads any network. Calls within the ratio update the reference; calls beyond it
-        do not, and the warning is said once until a call is back within it."""
+        misleads any network. Calls of fewer than ``INPUT_SCALE_ENTRIES`` entries are pooled
+        with the calls after them until they hold that many: a single standardised digits row
+        with a rare pixel reaches 31 times the mean square of the rows before (a probe's
+        stream of one-row calls was told 17 times in 8,000 rows). Calls within the ratio
+        update the reference; calls beyond it do not, and the warning is said once until a
+        call is back within it."""
         squares, entries = _mean_square(X) * X.shape[0] * X.shape[1], X.shape[0] * X.shape[1]
         reference = None if reset else self.__dict__.get("_input_squares")  # older pickles: none
         if reference is None:
             self._input_squares, self._input_scale_warned = (squares, entries), False
+            self._input_pending = (0.0, 0, 0)
             return
+        pending = self.__dict__.get("_input_pending", (0.0, 0, 0))
+        squares, entries, calls = pending[0] + squares, pending[1] + entries, pending[2] + 1
+        if entries < INPUT_SCALE_ENTRIES and reference[1] >= INPUT_SCALE_ENTRIES:
+            self._input_pending = (squares, entries, calls)
+            return
+        self._input_pending = (0.0, 0, 0)
         before = reference[0] / reference[1] if reference[1] else 0.0
         now = squares / entries if entries else 0.0
-        judged = reference[1] >= INPUT_SCALE_ENTRIES and entries >= INPUT_SCALE_ENTRIES / 4 and before > 0 < now
+        judged = reference[1] >= INPUT_SCALE_ENTRIES and before > 0 < now
         if not (judged and max(now / before, before / now) > INPUT_SCALE_RATIO):
             self._input_squares, self._input_scale_warned = (reference[0] + squares, reference[1] + entries), False
             return
         if not self.__dict__.get("_input_scale_warned", False):
             self._input_scale_warned = True
             _warn(
-                f"{type(self).__name__}: the inputs of this call are on another scale than the rows it "
+                f"{type(self).__name__}: the inputs of "
+                + ("this call" if calls == 1 else f"the last {calls} calls")
+                + " are on another scale than the rows it "
                 f"learned before (mean square of the entries {now:.3g} against {before:.3g}, "
                 f"{np.sqrt(max(now / before, before / now)):.3g} times {'larger' if now > before else 'smaller'} "
                 "in root mean square). The network learned the earlier scale and predicts these rows "

@@ -1295,3 +1295,26 @@ def test_a_later_call_on_another_input_scale_is_told_once_and_a_stream_of_rows_i
         for i in range(0, len(X), 3):
             stream.partial_fit(X[i : i + 3], y[i : i + 3], classes=[0, 1])
     assert not [w for w in caught if "another scale" in str(w.message)]
+
+
+def test_one_row_calls_are_judged_on_their_input_scale_together():
+    # Standardised digits in one-row calls: a row with a rare pixel reaches 31 times the mean
+    # square of the rows before, and each such row was told that its inputs changed scale
+    # (a probe: 17 warnings in 8,000 rows, every call transformed as fit's was). Rows are
+    # judged four together (256 entries): none of these is told, and a forgotten scaler is.
+    from skbong._estimators import INPUT_SCALE_RATIO
+
+    X, y = load_digits(return_X_y=True)
+    mean, std = X.mean(axis=0), np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
+    Z = (X - mean) / std
+    stream = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).partial_fit(Z[:200], y[:200], classes=range(10))
+    reference = np.mean(Z[:200] ** 2)
+    assert np.max(np.mean(Z[200:1000] ** 2, axis=1)) > INPUT_SCALE_RATIO * reference  # such rows are here
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(200, 1000):
+            stream.partial_fit(Z[i : i + 1], y[i : i + 1])
+    assert not [w for w in caught if "another scale" in str(w.message)]
+    with pytest.warns(UserWarning, match=r"the inputs of the last 4 calls are on another scale"):
+        for i in range(1000, 1004):
+            stream.partial_fit(X[i : i + 1], y[i : i + 1])  # the scaler forgotten

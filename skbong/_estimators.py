@@ -2098,7 +2098,8 @@ class _BaseBONG(BaseEstimator):
                 + (
                     ""
                     if health.far_worse
-                    else f" and its Brier score is {health.model_brier / health.baseline_brier:.2g} times the constant's"
+                    else f" and its Brier score is {health.model_brier / health.baseline_brier:.2g} times the "
+                    "constant's"
                 )
                 + "."
                 + ("" if health.far_worse else drift_warning)

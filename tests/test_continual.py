@@ -299,7 +299,9 @@ def test_a_stream_warned_after_a_drift_is_told_to_forget_and_then_follows():
     assert "Lower sigma0" not in message and "only fit sets the prior" in message
     # The advice followed as written: a decay with the process noise that keeps the prior's
     # variance (process_noise=1e-3 alone, advised before, made a probe's classifier diverge).
-    advised = re.search(r"Set dynamics_decay=([0-9.]+) and process_noise=\(1 - \1\*\*2\) \* sigma0\*\*2 = ([0-9.e-]+) ", message)
+    advised = re.search(
+        r"Set dynamics_decay=([0-9.]+) and process_noise=\(1 - \1\*\*2\) \* sigma0\*\*2 = ([0-9.e-]+) ", message
+    )
     decay, noise = float(advised.group(1)), float(advised.group(2))
     assert noise == pytest.approx((1 - decay**2) * reg.sigma0_**2, rel=1e-2)
     static = copy.deepcopy(reg)
@@ -506,7 +508,9 @@ def test_process_noise_that_makes_a_classifier_overconfident_is_told_so_and_the_
     assert len(messages) == 1 and "is overconfident" in messages[0] and "no better than a constant" in messages[0]
     assert "not learning" not in messages[0] and "Brier score is 0." in messages[0]
     assert log_loss(y, clf.predict_proba(X)) > np.log(10)  # worse than chance on rows it has mostly seen
-    advised = re.search(r"dynamics_decay=([0-9.]+) with process_noise=\(1 - \1\*\*2\) \* sigma0\*\*2 = ([0-9.e-]+)", messages[0])
+    advised = re.search(
+        r"dynamics_decay=([0-9.]+) with process_noise=\(1 - \1\*\*2\) \* sigma0\*\*2 = ([0-9.e-]+)", messages[0]
+    )
     clf.set_params(dynamics_decay=float(advised.group(1)), process_noise=float(advised.group(2)))
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

@@ -1233,7 +1233,8 @@ def test_a_few_gross_errors_that_make_an_adaptive_noise_grow_are_told():
     clean, jump = copy.deepcopy(reg), copy.deepcopy(reg)
     corrupt = y[1000:1100].copy()
     corrupt[[37, 50]] = [1e4, -3e3]
-    with pytest.warns(ConvergenceWarning, match=r"obs_noise='adaptive' grew .*-fold .* 2 rows \(rows 37, 50 of this call\)"):
+    told = r"obs_noise='adaptive' grew .*-fold .* 2 rows \(rows 37, 50 of this call\)"
+    with pytest.warns(ConvergenceWarning, match=told):
         reg.partial_fit(X[1000:1100], corrupt)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

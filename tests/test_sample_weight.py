@@ -262,16 +262,19 @@ def test_class_weight_multiplies_the_sample_weight():
 
 
 @pytest.mark.parametrize("n_centers", [2, 3])
-def test_a_heavy_class_weight_pulls_predictions_to_that_class(n_centers):
-    """scikit-learn's check_class_weight_classifiers on standardised blobs, one pass:
-    weighing class 0 by 1000 and the others by 1e-4 makes class 0 the prediction for
-    more than 87% of held-out rows (it is about 1/n_centers unweighted)."""
+@pytest.mark.parametrize("family, sigma0", [("dlr", 0.3), ("fc", 0.3), ("fc_mom", 0.03), ("diag", 0.03), ("diag_mom", 0.03)])
+def test_a_heavy_class_weight_pulls_predictions_to_that_class(n_centers, family, sigma0):
+    """scikit-learn's check_class_weight_classifiers on standardised blobs, one pass, on
+    every family (at the prior scales of tests/test_sklearn_api.py): weighing class 0 by
+    1000 and the others by 1e-4 makes class 0 the prediction for more than 87% of held-out
+    rows (it is about 1/n_centers unweighted)."""
     X, y = make_blobs(centers=n_centers, random_state=0, cluster_std=20)
     X = StandardScaler().fit_transform(X)
     X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.5, random_state=0)
     class_weight = {0: 1000.0, **{k: 1e-4 for k in range(1, n_centers)}}
-    heavy = BONGClassifier(class_weight=class_weight, random_state=0).fit(X_train, y_train)
-    plain = BONGClassifier(random_state=0).fit(X_train, y_train)
+    params = dict(family=family, sigma0=sigma0, random_state=0)
+    heavy = BONGClassifier(class_weight=class_weight, **params).fit(X_train, y_train)
+    plain = BONGClassifier(**params).fit(X_train, y_train)
     assert np.mean(heavy.predict(X_test) == 0) > 0.87
     assert np.mean(plain.predict(X_test) == 0) < 0.6
 

@@ -2067,7 +2067,9 @@ class _BaseBONG(BaseEstimator):
                 f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
                 f"put it. The fit is likely degraded: {scale_advice} or scale the inputs."
                 + weight_advice
-                + drift_warning
+                # Drift is a cause only where the predictions also got worse (a probe's stationary
+                # bandit, learning well, was told to forget, and forgetting raised its regret).
+                + (drift_warning if learns_nothing else "")
                 + (
                     # Both conditions hold: one warning, which says the worse of the two too.
                     f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
@@ -3074,8 +3076,18 @@ class _BaseBONG(BaseEstimator):
             raise ValueError("params contain NaN or infinite weights.")
         with _x64_scope(self.dtype):
             config = self._prediction_config()
-            h = predict_at(config, jnp.asarray(params, self.dtype), X)
-        return self._refuse_non_finite(h.astype(np.float64))
+            h = np.asarray(predict_at(config, jnp.asarray(params, self.dtype), X), np.float64)
+        if not np.all(np.isfinite(h)):
+            # The weights are the caller's: say so before the fitted posterior and the inputs.
+            largest = float(np.max(np.abs(params)))
+            spread = float(np.max(np.abs(params - np.asarray(self.posterior_[0], np.float64)), initial=0.0))
+            raise FloatingPointError(
+                f"The outputs at these params are not finite (NaN or overflow in dtype={self.dtype!r}) for "
+                f"finite inputs: the params reach {largest:.3g} in absolute value and lie up to {spread:.3g} from "
+                "the posterior mean, far out for this network, or the inputs are far outside the range it was "
+                "fitted on. Draw params with sample_params, or use dtype='float64'."
+            )
+        return h
 
     # -------------------------------------------------------------- persistence
     def __getstate__(self):

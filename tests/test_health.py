@@ -1243,3 +1243,36 @@ def test_a_few_gross_errors_that_make_an_adaptive_noise_grow_are_told():
         for start in range(0, 300, 100):
             jump.partial_fit(X[1000 + start : 1100 + start], noisy[start : start + 100])
     assert jump.obs_noise_[0] > 30 * clean.obs_noise_[0]  # it followed the new level
+
+
+def test_a_prior_conflict_on_a_stream_that_still_predicts_well_is_not_told_of_drift():
+    # A stationary linear stream on slr (a probe's contextual bandit: five arms, their
+    # features one-hot by arm) conflicts with its prior while it predicts well; the warning
+    # added that the data may have changed and advised forgetting, which raised the probe's
+    # regret. Drift is named only where the predictions also got worse.
+    rng = np.random.default_rng(0)
+    n_arms, width, n = 5, 5, 200
+    theta, contexts = rng.normal(size=(n_arms, width)), rng.normal(size=(2000, width))[:n]
+    arms = rng.integers(n_arms, size=2000)[:n]
+    X = np.zeros((n, n_arms * width + n_arms))
+    for t, arm in enumerate(arms):
+        X[t, arm * width : (arm + 1) * width], X[t, n_arms * width + arm] = contexts[t], 1.0
+    y = np.einsum("td,td->t", contexts, theta[arms]) + 0.5 * rng.normal(size=2000)[:n]
+    reg = BONGRegressor(hidden_layer_sizes=(), family="slr", rank=10, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        for start in range(0, n, 20):
+            reg.partial_fit(X[start : start + 20], y[start : start + 20])
+    messages = _messages(caught, "the prior scale conflicts with the data")
+    assert messages and not [m for m in messages if "drift" in m]
+
+
+def test_outputs_that_overflow_at_the_callers_params_name_the_params():
+    # A probe's predict_with_params at weights of 1e30 was told that the inputs were out of
+    # range or the posterior degenerate, and to refit with a smaller sigma0.
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = BONGClassifier(hidden_layer_sizes=(4,), random_state=0).fit(X, y)
+    params = np.full((1, clf.posterior_.mean.shape[0]), 1e30)
+    with pytest.raises(FloatingPointError, match=r"outputs at these params are not finite .* params reach 1e\+30"):
+        clf.predict_with_params(X[:5], params)

@@ -624,6 +624,20 @@ _CONDITIONAL_PARAMETERS = ("learning_rate", "n_inner_steps", "n_mc_samples", "di
 _CONDITIONS = ("algorithm", "hessian", "family", "inflation")
 
 
+#: The decay of the forgetting that the drift and dynamics messages advise, with the process
+#: noise ``(1 - gamma^2) sigma0^2`` that keeps the weights' variance at the prior's (LO-FI
+#: Eq. 19): a probe's process_noise=1e-3 alone, the value advised before, grew it past
+#: sigma0^2 = 0.09 within 90 rows, and a stationary digits stream fell from 0.86 to 0.47
+#: accuracy and then diverged; the pair held 0.95-0.97 over 10,400 rows.
+FORGET_DECAY = 0.999
+
+
+def _bounded_forgetting(prior_scale) -> str:
+    """The advised dynamics (:data:`FORGET_DECAY` and its process noise) for a prior scale."""
+    noise = (1 - FORGET_DECAY**2) * float(prior_scale) ** 2
+    return f"dynamics_decay={FORGET_DECAY} and process_noise=(1 - {FORGET_DECAY}**2) * sigma0**2 = {noise:.3g}"
+
+
 @lru_cache(maxsize=None)
 def _default_of(cls: type, name: str):
     """The default of ``cls``'s constructor parameter ``name``."""
@@ -1774,17 +1788,10 @@ class _BaseBONG(BaseEstimator):
         # A stream that a verdict found clearly learning, with static weights: the rows may
         # have changed (drift), which a posterior confident in the rows before cannot follow.
         # (Not said of a stream no verdict found learning: two probes got it at the first.)
-        # The advice pairs the decay with the process noise that keeps the weights' variance at
-        # sigma0^2 (LO-FI Eq. 19): a probe's process_noise=1e-3 alone, the value advised
-        # before, grew it past sigma0^2 = 0.09 within 90 rows, and a stationary digits stream
-        # fell from 0.86 to 0.47 accuracy and then diverged; the pair held 0.95-0.97 over
-        # 10,400 rows.
-        forget_decay = 0.999
         drift_cause = (
             " This stream predicted well earlier: if its data have changed (drift), a posterior "
             "over static weights stays confident in the rows before and cannot follow them. Set "
-            f"dynamics_decay={forget_decay} and process_noise=(1 - {forget_decay}**2) * sigma0**2 = "
-            f"{(1 - forget_decay**2) * float(prior_scale) ** 2:.3g} (sigma0 = {float(prior_scale):.3g} as fitted) "
+            f"{_bounded_forgetting(prior_scale)} (sigma0 = {float(prior_scale):.3g} as fitted) "
             "so that it forgets (about the last 500 rows count; the weights' variance then stays at sigma0^2, "
             "where process_noise alone grows it by q a row without bound)"
             if not reset and not dynamics_advice and self.__dict__.get("_learned", False) and prior_scale is not None
@@ -2666,9 +2673,8 @@ class _BaseBONG(BaseEstimator):
             # With gamma = 1 the variance of the weights no row pins down grows by q a row
             # without bound (LO-FI Eq. 19): a decay with the matching q keeps it at sigma0^2.
             bounded = (
-                ", or, to keep forgetting, dynamics_decay=0.999 with process_noise=(1 - 0.999**2) * sigma0**2 = "
-                f"{(1 - 0.999**2) * float(scale) ** 2:.3g}, which keeps the weights' variance at sigma0^2 "
-                "(with dynamics_decay=1 it grows by process_noise a row without bound)"
+                f", or, to keep forgetting, {_bounded_forgetting(scale)}, which keeps the weights' variance at "
+                "sigma0^2 (with dynamics_decay=1 it grows by process_noise a row without bound)"
             )
         return (
             " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights"

@@ -509,7 +509,7 @@ def test_process_noise_that_makes_a_classifier_overconfident_is_told_so_and_the_
     assert "not learning" not in messages[0] and "Brier score is 0." in messages[0]
     assert log_loss(y, clf.predict_proba(X)) > np.log(10)  # worse than chance on rows it has mostly seen
     advised = re.search(
-        r"dynamics_decay=([0-9.]+) with process_noise=\(1 - \1\*\*2\) \* sigma0\*\*2 = ([0-9.e-]+)", messages[0]
+        r"dynamics_decay=([0-9.]+) and process_noise=\(1 - \1\*\*2\) \* sigma0\*\*2 = ([0-9.e-]+)", messages[0]
     )
     clf.set_params(dynamics_decay=float(advised.group(1)), process_noise=float(advised.group(2)))
     with warnings.catch_warnings():

@@ -627,8 +627,9 @@ _CONDITIONS = ("algorithm", "hessian", "family", "inflation")
 #: The decay of the forgetting that the drift and dynamics messages advise, with the process
 #: noise ``(1 - gamma^2) sigma0^2`` that keeps the weights' variance at the prior's (LO-FI
 #: Eq. 19): a probe's process_noise=1e-3 alone, the value advised before, grew it past
-#: sigma0^2 = 0.09 within 90 rows, and a stationary digits stream fell from 0.86 to 0.47
-#: accuracy and then diverged; the pair held 0.95-0.97 over 10,400 rows.
+#: sigma0^2 = 0.09 within 90 rows, and a stationary stream of standardised digits in calls
+#: of 100 rows fell from 0.86 to 0.47 held-out accuracy and then diverged; the pair held
+#: 0.95-0.97 over 10,400 rows (on digits / 16 in calls of 300, q = 1e-3 held 0.89-0.91).
 FORGET_DECAY = 0.999
 
 

@@ -262,7 +262,9 @@ def test_class_weight_multiplies_the_sample_weight():
 
 
 @pytest.mark.parametrize("n_centers", [2, 3])
-@pytest.mark.parametrize("family, sigma0", [("dlr", 0.3), ("fc", 0.3), ("fc_mom", 0.03), ("diag", 0.03), ("diag_mom", 0.03)])
+@pytest.mark.parametrize(
+    "family, sigma0", [("dlr", 0.3), ("fc", 0.3), ("fc_mom", 0.03), ("diag", 0.03), ("diag_mom", 0.03)]
+)
 def test_a_heavy_class_weight_pulls_predictions_to_that_class(n_centers, family, sigma0):
     """scikit-learn's check_class_weight_classifiers on standardised blobs, one pass, on
     every family (at the prior scales of tests/test_sklearn_api.py): weighing class 0 by

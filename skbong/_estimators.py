@@ -544,6 +544,24 @@ def _on_device(leaf):
     return leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf)
 
 
+def _as_jax_key(random_state):
+    """``random_state`` if it is a JAX PRNG key (typed, or the raw ``uint32`` array of the
+    default implementation), None for numpy's seeds; a clear error for other JAX arrays."""
+    if not isinstance(random_state, jax.Array):
+        return None
+    if jax.dtypes.issubdtype(random_state.dtype, jax.dtypes.prng_key):
+        if random_state.shape != ():
+            raise ValueError(f"random_state must be one JAX key, got an array of keys of shape {random_state.shape}.")
+        return random_state
+    raw_shape = jax.random.key_data(jax.random.key(0)).shape
+    if random_state.dtype != jnp.uint32 or random_state.shape != raw_shape:
+        raise ValueError(
+            f"random_state as a JAX array must be a PRNG key (jax.random.key(seed), or jax.random.PRNGKey(seed): "
+            f"uint32 of shape {raw_shape}), got {random_state.dtype} of shape {random_state.shape}."
+        )
+    return random_state
+
+
 @_jit("prng_impl", cpu_options=CPU_RUN_ONCE_OPTIONS)
 def _stream_keys(seed: jax.Array, prng_impl: str) -> tuple[jax.Array, jax.Array]:
     """The keys of the filter's draws and of the predictions, from one compiled call (once
@@ -3009,10 +3027,11 @@ class _BaseBONG(BaseEstimator):
         Parameters
         ----------
         n_samples : int, default=1
-        random_state : int, RandomState or Generator instance, or None, default=None
+        random_state : int, RandomState or Generator instance, JAX PRNG key, or None, default=None
             Seeds the draws (a fresh seed from numpy's global state when None); a
             ``np.random.Generator`` gives one seed per call, so a loop of calls with one
-            generator draws afresh each time.
+            generator draws afresh each time. A JAX key (``jax.random.key`` or the raw
+            ``jax.random.PRNGKey``) is used as it is, so the caller splits it between calls.
 
         Returns
         -------
@@ -3028,13 +3047,16 @@ class _BaseBONG(BaseEstimator):
             )
         if n_samples < 1:
             raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}.")
-        if isinstance(random_state, np.random.Generator):
-            seed = int(random_state.integers(np.iinfo(np.int32).max))
-        else:
-            seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+        key = _as_jax_key(random_state)
+        if key is None:
+            if isinstance(random_state, np.random.Generator):
+                seed = int(random_state.integers(np.iinfo(np.int32).max))
+            else:
+                seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+            key = jax.random.PRNGKey(seed)
         with _x64_scope(self.dtype):
             config = self._prediction_config()
-            draws = sample_posterior(config, self._forecast(config), n_samples, jax.random.PRNGKey(seed))
+            draws = sample_posterior(config, self._forecast(config), n_samples, key)
         return draws.astype(np.float64)
 
     @property

@@ -299,6 +299,15 @@ def test_predict_with_params_thompson_round():
     first, second = (clf.sample_params(1, random_state=rng) for rng in [np.random.default_rng(5)] * 2)
     assert not np.array_equal(first, second)
     np.testing.assert_array_equal(clf.sample_params(1, random_state=np.random.default_rng(5)), first)
+    # A JAX key is used as it is (a probe's jax.random.PRNGKey got numpy's seed error): the
+    # same key draws the same, typed or raw, and the caller's split draws afresh.
+    key = jax.random.key(7)
+    by_key = clf.sample_params(2, random_state=key)
+    np.testing.assert_array_equal(clf.sample_params(2, random_state=jax.random.key_data(key)), by_key)
+    assert not np.array_equal(clf.sample_params(2, random_state=jax.random.split(key)[0]), by_key)
+    for not_a_key in (jnp.zeros(2), jax.random.split(key)):
+        with pytest.raises(ValueError, match="JAX"):
+            clf.sample_params(1, random_state=not_a_key)
 
 
 # ----------------------------------------------------- 4. prequential records

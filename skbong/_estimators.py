@@ -3371,7 +3371,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
                 X,
                 Y,
                 reset=True,
-                n_passes=est.max_iter,
+                n_passes=int(est.max_iter),
                 obs_noise=np.ones(1),
                 shuffle=est.shuffle,
                 sample_weight=sample_weight,
@@ -3803,7 +3803,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         with self._fitting() as est:
             X, y = validate_data(est, X, y, multi_output=True, y_numeric=True, **_X_FORMAT)
             sample_weight = est._sample_weight(sample_weight, X)
-            est._absorb(X, y, reset=True, n_passes=est.max_iter, shuffle=est.shuffle, sample_weight=sample_weight)
+            est._absorb(X, y, reset=True, n_passes=int(est.max_iter), shuffle=est.shuffle, sample_weight=sample_weight)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -855,6 +855,19 @@ def test_hidden_layer_sizes_accepts_numpy_integers():
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
+@pytest.mark.parametrize("cls", [BONGClassifier, BONGRegressor])
+def test_integer_hyperparameters_accept_numpy_integers(cls):
+    # GridSearchCV over np.arange hands numpy integers over; max_iter=np.int64(2) crashed
+    # fit with "'numpy.int64' object has no attribute 'bit_length'" (a probe).
+    X, y = _four_features()
+    ints = {"max_iter": 2, "rank": 2, "batch_size": 2, "n_inner_steps": 2}
+    reference = cls(hidden_layer_sizes=(3,), algorithm="blr", random_state=0, **ints).fit(X, y)
+    fitted = cls(hidden_layer_sizes=(3,), algorithm="blr", random_state=0, **{k: np.int64(v) for k, v in ints.items()})
+    fitted.fit(X, y)
+    np.testing.assert_array_equal(fitted.predict(X), reference.predict(X))
+    assert fitted.n_iter_ == 2 and type(fitted.n_iter_) is int
+
+
 def test_hidden_layer_sizes_takes_an_int_or_an_array_as_mlp_classifier_does():
     X, y = _four_features()
     reference = BONGClassifier(hidden_layer_sizes=(3,), random_state=0).fit(X, y).predict_proba(X)

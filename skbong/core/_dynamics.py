@@ -159,7 +159,7 @@ class Dynamics:
         ValueError
             Naming the schedule, the first offending ``t`` and its value.
         """
-        size = 1 << max(n_rows - 1, 0).bit_length()
+        size = 1 << max(int(n_rows) - 1, 0).bit_length()
         t = np.arange(first, first + size, dtype=np.int32)
         for name, schedule in (("dynamics_decay", self.decay), ("process_noise", self.process_noise)):
             valid, expected = HYPERPARAMETER_RANGES[name]

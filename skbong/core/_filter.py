@@ -1492,7 +1492,7 @@ def _step_rows(n_rows: int, batch_size: int) -> int:
     same (the dynamics, the latent prior of Bayesian and hybrid inflation included, count
     rows), and a step's cost and memory grow with the square of its rows or worse."""
     if n_rows < batch_size:
-        return 1 << max(n_rows - 1, 0).bit_length()
+        return 1 << max(int(n_rows) - 1, 0).bit_length()
     return batch_size
 
 

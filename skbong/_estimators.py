@@ -544,6 +544,13 @@ def _on_device(leaf):
     return leaf if isinstance(leaf, jax.Array) else jnp.asarray(leaf)
 
 
+def _committed_history(state: dict) -> list:
+    """A copy of the records of ``history_`` that the state ``state`` (an estimator's
+    ``__dict__`` of one moment) counts: a call running in another thread extends the shared
+    list just before its commit (see ``_fitting``)."""
+    return state["history_"][: state.get("_history_length", len(state["history_"]))]
+
+
 def _as_jax_key(random_state):
     """``random_state`` if it is a JAX PRNG key (typed, or the raw ``uint32`` array of the
     default implementation), None for numpy's seeds; a clear error for other JAX arrays."""
@@ -1116,9 +1123,9 @@ class _BaseBONG(BaseEstimator):
             self._validate_params()
         # Two things change in place rather than by a new attribute: history_, which a call
         # extends (copying it would make a stream of one-row calls quadratic), and a
-        # RandomState given as random_state, from which a call draws its seed. They are put
-        # back too, so that a retry after a failed call starts where the failed one did.
-        n_records = len(self.history_) if "history_" in self.__dict__ else None
+        # RandomState given as random_state, from which a call draws its seed. The records
+        # wait in _history_pending until the commit; the generator is put back on failure,
+        # so that a retry after a failed call starts where the failed one did.
         random_state = self.random_state
         generator_state = random_state.get_state() if isinstance(random_state, np.random.RandomState) else None
         original = self.__dict__
@@ -1127,14 +1134,20 @@ class _BaseBONG(BaseEstimator):
         try:
             yield work
         except BaseException:
-            if n_records is not None:
-                del self.history_[n_records:]
             if generator_state is not None:
                 random_state.set_state(generator_state)
             raise
         with _COMMIT_LOCK:
             overtaken = self.__dict__ is not original
             if not overtaken:
+                # The shared list grows just before the attributes that count its rows
+                # change; a snapshot (__copy__, __getstate__) keeps the _history_length
+                # records of the state it copies, so it never holds an uncommitted call's.
+                pending = work.__dict__.pop("_history_pending", None)
+                if pending:
+                    work.history_.extend(pending)
+                if "history_" in work.__dict__:
+                    work._history_length = len(work.history_)
                 self.__dict__ = work.__dict__
         if overtaken:
             # Committing would silently drop the other call's rows; its records stay in history_.
@@ -1907,8 +1920,8 @@ class _BaseBONG(BaseEstimator):
         self._learned = health.clearly_learning or (not reset and self.__dict__.get("_learned", False))
         if reset or "history_" not in self.__dict__:
             self.history_ = history
-        else:  # in place: a stream of one-row calls copied its whole history at every call
-            self.history_.extend(history)
+        else:  # in place at the commit (_fitting): copying it made one-row calls quadratic
+            self.__dict__.setdefault("_history_pending", []).extend(history)
         self.sigma0_ = prior_scale
         self.sigma0_grid_ = np.array([prior_scale]) if grid is None else grid
         self.sigma0_weights_ = np.exp(evidence - _log_sum_exp(evidence, axis=0))
@@ -3121,6 +3134,8 @@ class _BaseBONG(BaseEstimator):
     # -------------------------------------------------------------- persistence
     def __getstate__(self):
         state = self.__dict__.copy()
+        if "history_" in state:
+            state["history_"] = _committed_history(state)
         if "posterior_" in state:
             # Plain numpy arrays: a model fitted on GPU loads anywhere.
             posterior = state["posterior_"]
@@ -3143,7 +3158,7 @@ class _BaseBONG(BaseEstimator):
         host and pickled a module (docs/user_guide.rst, "Threads")."""
         copied = _instance_over(self, dict(self.__dict__))
         if "history_" in copied.__dict__:
-            copied.history_ = list(self.history_)
+            copied.history_ = _committed_history(copied.__dict__)
         return copied
 
     def __setstate__(self, state):

@@ -726,6 +726,37 @@ def test_a_call_overtaken_by_another_on_the_same_estimator_says_so_and_keeps_the
     np.testing.assert_array_equal(learner.predict_proba(X), alone.predict_proba(X))
 
 
+def test_a_snapshot_taken_while_a_call_runs_holds_only_the_records_of_its_rows():
+    # A copy.copy or pickle taken from another thread while partial_fit ran carried this
+    # call's history_ records (rows 1001-11000) with the model of row 1001: history_ was
+    # extended in place before the commit (a probe: 8 of 146 snapshots). Here the snapshots
+    # are taken after the call's filter ran and before its commit, as another thread may.
+    X, y = _four_features()
+
+    class Snapshotted(BONGClassifier):
+        def _fit_stream(self, *args, **kwargs):
+            result = super()._fit_stream(*args, **kwargs)
+            if observed is not None:
+                observed.append((copy.copy(observed_learner), observed_learner.__getstate__()))  # what pickle takes
+                observed.append(list(observed_learner.history_))
+            return result
+
+    observed = None
+    learner = Snapshotted(hidden_layer_sizes=(4,), random_state=0).fit(X[:40], y[:40])
+    committed = list(learner.history_)
+    observed, observed_learner = [], learner
+    learner.partial_fit(X[40:60], y[40:60])
+    (shallow, pickled), seen = observed
+    for snapshot in (shallow.__dict__, pickled):
+        assert snapshot["t_"] == 40 and snapshot["history_"] == committed
+    assert seen == committed
+    assert len(learner.history_) > len(committed) and learner.history_[-1]["rows"] == learner.t_ == 60
+    # A snapshot of the committed state goes on as the learner did, records included.
+    observed = None
+    shallow.partial_fit(X[40:60], y[40:60])
+    assert [r["rows"] for r in shallow.history_] == [r["rows"] for r in learner.history_]
+
+
 def test_sigma0_changed_after_fit_warns_once_that_partial_fit_goes_on_without_it():
     # The prior enters with the first call; a later partial_fit continues the posterior (a
     # sweep over prior scales goes on as one). Silently ignoring the new value would let a

@@ -2322,7 +2322,7 @@ class _BaseBONG(BaseEstimator):
             else:
                 n_shown = len(self.prequential_log_prob_)
                 record = self.__dict__.get("_prequential_record")
-                if record is None:  # pickled before records grew in place
+                if record is None:  # unpickled: the record is not pickled (__getstate__)
                     record = _GrowingRecord((self.prequential_log_prob_, self.prequential_prediction_))
             self._prequential_record, (self.prequential_log_prob_, self.prequential_prediction_) = record.extended(
                 n_shown, (log_prob, prediction)
@@ -3136,6 +3136,9 @@ class _BaseBONG(BaseEstimator):
         state = self.__dict__.copy()
         if "history_" in state:
             state["history_"] = _committed_history(state)
+        # The prequential attributes are views of this record's arrays, which pickle would
+        # store again; loaded, a record is rebuilt from the attributes (_absorb).
+        state.pop("_prequential_record", None)
         if "posterior_" in state:
             # Plain numpy arrays: a model fitted on GPU loads anywhere.
             posterior = state["posterior_"]

@@ -197,8 +197,11 @@ def _weighted_mean(losses: np.ndarray, sample_weight) -> float:
 class _NegNLPDScorer:
     """Scorer ``-NLPD`` (greater is better) of a fitted BONG estimator on ``(X, y)``.
 
-    Classifiers are scored with ``predict_log_proba`` (their ``predictive``), regressors
-    with the linearised Gaussian predictive of ``predict(X, return_std=True)``.
+    Classifiers are scored with ``predict_log_proba`` (their ``predictive``), or the log of
+    ``predict_proba`` where a meta-estimator has only that (``CalibratedClassifierCV``,
+    ``VotingClassifier``; a probability of 0 for the true class scores ``-inf``, where
+    scikit-learn's ``neg_log_loss`` clips), regressors with the linearised Gaussian
+    predictive of ``predict(X, return_std=True)``.
 
     Called as ``neg_nlpd_scorer(estimator, X, y, sample_weight=None)``. Under scikit-learn's
     metadata routing (``sklearn.set_config(enable_metadata_routing=True)``) a search or
@@ -209,7 +212,8 @@ class _NegNLPDScorer:
 
     Parameters
     ----------
-    estimator : fitted BONGClassifier, BONGRegressor, or a pipeline ending in one
+    estimator : fitted classifier with ``predict_proba``, or regressor whose ``predict`` takes ``return_std``
+        A BONGClassifier, BONGRegressor, a pipeline ending in one, or a meta-estimator over one.
     X : array-like of shape (n_samples, n_features)
     y : array-like of shape (n_samples,) or (n_samples, n_outputs)
     sample_weight : array-like of shape (n_samples,), default=None
@@ -225,8 +229,25 @@ class _NegNLPDScorer:
 
     def __call__(self, estimator, X, y, sample_weight=None) -> float:
         if is_classifier(estimator):
-            return -categorical_nlpd(y, estimator.predict_log_proba(X), estimator.classes_, sample_weight)
-        mean, std = estimator.predict(X, return_std=True)
+            if hasattr(estimator, "predict_log_proba"):
+                log_proba = estimator.predict_log_proba(X)
+            else:  # meta-estimators with predict_proba only (CalibratedClassifierCV, VotingClassifier)
+                with np.errstate(divide="ignore"):
+                    log_proba = np.log(estimator.predict_proba(X))
+            return -categorical_nlpd(y, log_proba, estimator.classes_, sample_weight)
+        try:
+            predicted = estimator.predict(X, return_std=True)
+        except (TypeError, AttributeError) as error:  # TransformedTargetRegressor: 'tuple' ... no 'ndim'
+            raise TypeError(
+                f"neg_nlpd_scorer scores a regressor by its predictive distribution, predict(X, return_std=True), "
+                f"which {type(estimator).__name__} does not support ({type(error).__name__}: {error})."
+            ) from error
+        if not (isinstance(predicted, tuple) and len(predicted) == 2):
+            raise TypeError(
+                f"neg_nlpd_scorer scores a regressor by predict(X, return_std=True), which should return (mean, std); "
+                f"{type(estimator).__name__} returned {type(predicted).__name__}."
+            )
+        mean, std = predicted
         return -gaussian_nlpd(y, mean, std, sample_weight)
 
     def set_score_request(self, *, sample_weight=UNCHANGED) -> "_NegNLPDScorer":

@@ -13,6 +13,8 @@ import sklearn
 from scipy.special import expit
 from scipy.stats import norm
 from sklearn.base import clone
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.compose import TransformedTargetRegressor
 from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.exceptions import UnsetMetadataPassedError
 from sklearn.metrics import log_loss
@@ -446,6 +448,22 @@ def test_nlpd_scorer_in_grid_search_matches_direct_computation():
     direct = -np.mean(norm.logpdf(X[:, 3], mean, std))
     assert np.isclose(-neg_nlpd_scorer(reg, X[:, :3], X[:, 3]), direct)
     assert np.isclose(gaussian_nlpd(X[:, 3], mean, std), direct)
+
+
+def test_nlpd_scorer_scores_meta_estimators_with_predict_proba_only_and_names_what_a_regressor_lacks():
+    # CalibratedClassifierCV and VotingClassifier have no predict_log_proba: the scorer
+    # raised AttributeError, which cross_val_score turned into NaN scores (a probe).
+    X, y = load_iris(return_X_y=True)
+    calibrated = CalibratedClassifierCV(BONGClassifier(hidden_layer_sizes=(4,), random_state=0), cv=2).fit(X / 8, y)
+    assert not hasattr(calibrated, "predict_log_proba")
+    np.testing.assert_allclose(
+        neg_nlpd_scorer(calibrated, X / 8, y), -log_loss(y, calibrated.predict_proba(X / 8)), rtol=1e-6
+    )
+    wrapped = TransformedTargetRegressor(
+        BONGRegressor(hidden_layer_sizes=(), random_state=0), func=np.log1p, inverse_func=np.expm1
+    ).fit(X[:, :3], X[:, 3])
+    with pytest.raises(TypeError, match=r"predict\(X, return_std=True\), which TransformedTargetRegressor does not"):
+        neg_nlpd_scorer(wrapped, X[:, :3], X[:, 3])
 
 
 def test_metrics_refuse_what_they_would_score_wrong():

@@ -42,6 +42,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._health import (
     BARELY_MOVED,
     BURN_IN,
+    DIVERGED_EXCESS,
     FAR_TARGET,
     HORIZON,
     INCONSISTENT_AFTER,
@@ -1993,6 +1994,36 @@ class _BaseBONG(BaseEstimator):
             > PRIOR_PULL
         ):
             condition = "prior_conflict"
+        elif (
+            # A shuffled pass over static weights should fit its own rows: one whose fitted
+            # posterior predicts them far worse than their constant, worse in Brier score too,
+            # broke down late in the pass (a probe's wine at sigma0 = 10: 0.32, 0.03, 0.15 and
+            # 36.5 nats a row over the quarters of the pass, 85% right one step ahead, and the
+            # fitted posterior 47% right on its rows, the held-out rows at the constant's 40%).
+            health.far_worse
+            and shuffle
+            and static
+            and self.inflation is None
+            and (fit := self._in_sample(config, X, Y, sample_weight, noise_floor)) is not None
+            and fit[0] > DIVERGED_EXCESS
+            and (fit[4] is None or not fit[4][0] < fit[4][1])
+        ):
+            raise FloatingPointError(
+                f"{type(self).__name__} diverged late in the fit: one step ahead, over its last "
+                f"~{min(HORIZON, health.n_scored)} observations, it "
+                + (
+                    f"classified {health.model_accuracy:.0%} of them right (the constant {health.baseline_accuracy:.0%})"
+                    if self._likelihood == "categorical"
+                    else f"lost {health.model_mean_loss:.3g} nats per observation"
+                )
+                + f", but the fitted posterior predicts the rows it was fitted on worse than a constant fitted to them "
+                f"({self._in_sample_comparison(*fit[1:4])}"
+                + (f"; its Brier score is {fit[4][0] / fit[4][1]:.2g} times the constant's" if fit[4] else "")
+                + "): it broke down late in the pass. The posterior is finite but predicts garbage, so the "
+                f"estimator keeps its previous state. {sigma0_remedy} ({sigma0_scales}) or scale the inputs."
+                + weight_advice
+                + target_advice
+            )
         elif health.far_worse or (learns_nothing and health.overconfident_not_ignorant):
             condition = "overconfident"
         elif learns_nothing:
@@ -2395,11 +2426,19 @@ class _BaseBONG(BaseEstimator):
         return f"its mean squared error on them is {model_loss / constant_loss:.3g} times their variance"
 
     def _forgotten_rows(self, config, X, Y, sample_weight, noise_floor, threshold=FORGOTTEN_EXCESS):
-        """``(excess, model, constant, accuracy)`` of :func:`~skbong._health.in_sample_excess`
-        of the fitted posterior (plug-in, as ``posterior_`` after the call) on up to
-        ``FORGETTING_ROWS`` rows of the call, evenly spaced in its order, if it is above
-        ``threshold``; else None. ``accuracy`` (categorical) is the model's and the most
-        frequent class's share of rows classified right."""
+        """``(excess, model, constant, accuracy)`` of :meth:`_in_sample` if the excess is above
+        ``threshold``; else None."""
+        fit = self._in_sample(config, X, Y, sample_weight, noise_floor)
+        return fit[:4] if fit is not None and fit[0] > threshold else None
+
+    def _in_sample(self, config, X, Y, sample_weight, noise_floor):
+        """The fitted posterior (plug-in, as ``posterior_`` after the call) on up to
+        ``FORGETTING_ROWS`` rows of the call, evenly spaced in its order: ``(excess, model,
+        constant, accuracy, brier)``, with :func:`~skbong._health.in_sample_excess`'s first
+        three; for a classifier ``accuracy`` is the model's and the most frequent class's share
+        of rows classified right, and ``brier`` the model's and the rows' class frequencies'
+        Brier scores (both None for a regressor). None with fewer than ``MIN_OBSERVATIONS``
+        rows of positive weight."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
         w = np.ones(rows.size) if sample_weight is None else np.asarray(sample_weight, np.float64)[rows]
         rows, w = rows[w > 0], w[w > 0]
@@ -2410,13 +2449,13 @@ class _BaseBONG(BaseEstimator):
         means = np.asarray(out.mean, np.float64)
         Y = np.asarray(Y[rows], np.float64)
         excess, model, constant = in_sample_excess(self._likelihood, Y, w, means, noise_floor)
-        if not excess > threshold:
-            return None
-        accuracy = None
+        accuracy = brier = None
         if self._likelihood == "categorical":
             label = Y.argmax(axis=1)
-            accuracy = (w @ (means.argmax(axis=1) == label) / w.sum(), (w @ Y).max() / w.sum())
-        return excess, model, constant, accuracy
+            frequency = w @ Y / w.sum()
+            accuracy = (w @ (means.argmax(axis=1) == label) / w.sum(), frequency.max())
+            brier = (w @ np.sum((means - Y) ** 2, axis=1) / w.sum(), w @ np.sum((frequency - Y) ** 2, axis=1) / w.sum())
+        return excess, model, constant, accuracy, brier
 
     def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
         """One pass of the sweep over prior scales, in pieces of one compiled chunk, after

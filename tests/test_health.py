@@ -8,9 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from skbong import BONGClassifier, BONGRegressor
@@ -1276,3 +1276,23 @@ def test_outputs_that_overflow_at_the_callers_params_name_the_params():
     params = np.full((1, clf.posterior_.mean.shape[0]), 1e30)
     with pytest.raises(FloatingPointError, match=r"outputs at these params are not finite .* params reach 1e\+30"):
         clf.predict_with_params(X[:5], params)
+
+
+def test_a_fit_whose_posterior_broke_down_late_in_its_shuffled_pass_is_refused():
+    # One step ahead wine at sigma0 = 10 was 85% right (0.32, 0.03, 0.15 and 36.5 nats a row
+    # over the quarters of the pass): told "overconfident", while the fitted posterior
+    # classified 47% of its own rows right and the held-out ones at the constant's 40%,
+    # which a search then scored as a finite fit (a probe). A shuffled pass over static
+    # weights should fit its rows: far worse than their constant, in Brier score too, is
+    # garbage, refused as the running divergence is, and the estimator keeps its state.
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    train, test = next(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    clf = BONGClassifier(random_state=0, sigma0=1.0).fit(X[train], y[train])
+    before = clf.predict_proba(X[test])
+    assert clf.score(X[test], y[test]) > 0.9  # the advice holds here
+    told = r"diverged late in the fit: .*classified 8\d% of them right.*the rows it was fitted on worse .*Lower sigma0"
+    with pytest.raises(FloatingPointError, match=told):
+        clf.set_params(sigma0=10.0).fit(X[train], y[train])
+    np.testing.assert_array_equal(clf.predict_proba(X[test]), before)
+    assert clf.sigma0_ == 1.0

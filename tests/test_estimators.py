@@ -1,6 +1,7 @@
 """Behaviour of BONGClassifier / BONGRegressor beyond check_estimator."""
 
 import copy
+import io
 import inspect
 import os
 import pickle
@@ -176,6 +177,33 @@ def test_pandas_and_pickle_roundtrip(digits):
     assert all(isinstance(leaf, jax.Array) for leaf in loaded.posterior_)
     loaded.partial_fit(test[:5], y_train[:5])  # a loaded model keeps learning
     assert loaded.t_ == 205
+
+
+class _ModulesOfAPickle(pickle.Unpickler):
+    def __init__(self, data):
+        super().__init__(io.BytesIO(data))
+        self.modules = set()
+
+    def find_class(self, module, name):
+        self.modules.add(module)
+        return super().find_class(module, name)
+
+
+@pytest.mark.parametrize("params", [{}, {"family": "diag", "activation": "tanh", "dtype": "float64"}])
+def test_the_built_in_mlps_pickle_holds_no_jax_or_flax_objects_and_loads_to_the_same_compiled_network(params, digits):
+    # The network's graph definition pickled flax's private classes (flax.nnx.graphlib...),
+    # which a later flax may rename, making old files unloadable (a serving probe). It is
+    # rebuilt on loading, equal to the fitted one, so the loaded model shares its compiled code.
+    X, _, y, _ = digits
+    est = BONGClassifier(hidden_layer_sizes=(6, 4), random_state=0, **params).fit(X[:100], y[:100])
+    unpickler = _ModulesOfAPickle(pickle.dumps(est))
+    loaded = unpickler.load()
+    assert not {m for m in unpickler.modules if m.split(".")[0] in ("jax", "jaxlib", "flax")}
+    assert loaded._spec == est._spec and loaded._spec.apply is est._spec.apply
+    np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
+    for model in (est, loaded):
+        model.partial_fit(X[100:150], y[100:150])
+    np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
 
 
 @pytest.mark.parametrize("family", ["fc", "dlr", "diag"])

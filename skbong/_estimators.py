@@ -801,6 +801,10 @@ def _either(remedies: list[str]) -> str:
     return remedies[0] if len(remedies) == 1 else ", ".join(remedies[:-1]) + " or " + remedies[-1]
 
 
+def _lowered(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
 def _capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
@@ -1792,30 +1796,31 @@ class _BaseBONG(BaseEstimator):
                 if self.family == "fc" and np.dtype(self.dtype) == np.float32 and relative_noise < 1e-5
                 else ""
             )
+            cause = (
+                round_off
+                if round_off
+                else "Plain-gradient steps on moment parameters (BOG, BBB) move the covariance by "
+                "learning_rate / 2 times the curvature, which turns it negative where that exceeds the "
+                f"variance: lower learning_rate (now {self.learning_rate!r}), raise sigma0 ({scales}), or use "
+                "family='fc', 'diag' or 'dlr'."
+                if self.family in ("fc_mom", "diag_mom") and self.algorithm in ("bog", "bbb")
+                else "Moment-parameter families lose positive definiteness when sigma0^2 "
+                f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
+                "family='fc', 'diag' or 'dlr'."
+                if self.family in ("fc_mom", "diag_mom")
+                else "The prior is too wide for this network and data: "
+                + _either([f"lower sigma0 ({scales})", *other_remedies, "scale the inputs"])
+                + "."
+            )
             raise FloatingPointError(
                 f"The {self.family!r} posterior became invalid (non-finite, or a variance "
                 "not positive) during the update"
                 + ("" if grid is None else " at every prior scale")
                 + "; the estimator keeps its previous state. "
-                + (
-                    round_off
-                    if round_off
-                    else "Plain-gradient steps on moment parameters (BOG, BBB) move the covariance by "
-                    "learning_rate / 2 times the curvature, which turns it negative where that exceeds the "
-                    f"variance: lower learning_rate (now {self.learning_rate!r}), raise sigma0 ({scales}), or use "
-                    "family='fc', 'diag' or 'dlr'."
-                    if self.family in ("fc_mom", "diag_mom") and self.algorithm in ("bog", "bbb")
-                    else "Moment-parameter families lose positive definiteness when sigma0^2 "
-                    f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
-                    "family='fc', 'diag' or 'dlr'."
-                    if self.family in ("fc_mom", "diag_mom")
-                    else "The prior is too wide for this network and data: "
-                    + _either([f"lower sigma0 ({scales})", *other_remedies, "scale the inputs"])
-                    + "."
-                )
+                # y off its fitted scale is the most specific cause: said first.
+                + (target_advice.lstrip() + " If those rows are right, " + _lowered(cause) if target_advice else cause)
                 + dynamics_advice
                 + weight_advice
-                + target_advice
                 + _before_the_fit(prior_advice)
             )
         if grid is not None:
@@ -1900,13 +1905,13 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
                 + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state."
-                + drift_advice
-                + " "
-                + _capitalised(_either(remedies))
+                # y off its fitted scale is the most specific cause, and the others' advice
+                # fails there (a probe followed the drift advice; the retry was refused again).
+                + (target_advice + " If those rows are right, " if target_advice else drift_advice + " ")
+                + (_either(remedies) if target_advice else _capitalised(_either(remedies)))
                 + "."
                 + dynamics_advice
                 + (light_weight_advice or weight_advice)
-                + target_advice
                 + _before_the_fit(prior_advice)
             )
         if self.prequential:
@@ -1982,6 +1987,21 @@ class _BaseBONG(BaseEstimator):
                 self.__dict__.pop(name, None)
             if scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
                 self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
+        noise_scale = self.__dict__.get("noise_scale_", 1.0)
+        if not (np.all(np.isfinite(obs_noise)) and np.isfinite(noise_scale) and noise_scale < 1 / np.finfo(self.dtype).tiny):
+            # A y of 1e30 in a stream of unit scale took "calibrated" to an infinite scale,
+            # absorbed with a warning once the health scores stopped overflowing (a probe).
+            by_scale = "noise_scale_" in self.__dict__
+            fitted = noise_scale if by_scale else float(np.max(obs_noise))
+            raise FloatingPointError(
+                f"{type(self).__name__}: the observation noise fitted to this call's errors overflowed "
+                f"({'the noise scale' if by_scale else 'the noise estimate'} reached {fitted:.3g} in "
+                f"dtype={self.dtype!r}), so the estimator keeps its previous state."
+                + (
+                    target_advice
+                    or " Some targets lie far off the predictions: drop or fix those rows, or call fit to start over."
+                )
+            )
         # A health warning is given when its condition appears: a stream of one-row
         # partial_fit calls does not repeat it on every call while the condition lasts.
         # With a sweep the records are plug-in (see above): errors against R alone, which

@@ -641,6 +641,9 @@ def _log_probs(
         with np.errstate(over="ignore", invalid="ignore"):
             briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
         return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w), None
+    # In float64: a float32 y of 1e28 (a corrupt row in the filter's units) squares past
+    # float32's range, and the constant's spread came out inf - inf = nan.
+    Y, model_means = np.asarray(Y, np.float64), np.asarray(model_means, np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         residuals = (Y - model_means) ** 2
         rows_before = np.arange(Y.shape[0])[:, None]

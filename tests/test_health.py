@@ -1041,9 +1041,11 @@ def test_a_level_shift_in_a_later_call_is_told_as_possible_drift():
         reg.partial_fit(X_new, X_new @ coef + 1000.0)
 
 
-def test_a_later_call_whose_y_left_its_scale_says_so():
+@pytest.mark.parametrize("corrupt_y", [1e20, 1e30])
+def test_a_later_call_whose_y_left_its_scale_says_so(corrupt_y):
     # A probe's stream of unit-scale y fed one y = 1e30: refused (the state kept), but the
     # advice named only sigma0, drift and the inputs. The message must name the target.
+    # At 1e20 the posterior breaks down; at 1e30 the calibrated noise scale overflows.
     import pickle
 
     rng = np.random.default_rng(0)
@@ -1052,10 +1054,14 @@ def test_a_later_call_whose_y_left_its_scale_says_so():
     reg = BONGRegressor(hidden_layer_sizes=(8,), random_state=0).fit(X[:500], y[:500])
     before = pickle.dumps(reg)
     corrupt = y[500:].copy()
-    corrupt[10] = 1e30
-    with pytest.raises(FloatingPointError, match=r"This call's y reaches 4.9\de\+29 standard deviations of y"):
+    corrupt[10] = corrupt_y
+    far = f"{corrupt_y / np.std(y[:500]):.2e}"[:3]
+    with pytest.raises(FloatingPointError, match=rf"This call's y reaches {far}\de\+\d+ standard deviations of y") as told:
         reg.partial_fit(X[500:], corrupt)
     assert pickle.dumps(reg) == before
+    # Nothing else is advised before it: the drift advice, followed, was refused again (a probe).
+    message = str(told.value)
+    assert not re.search("dynamics_decay|sigma0|drift", message[: message.index("This call's y")])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         reg.partial_fit(X[500:], y[500:])  # rows of the fitted scale: no message at all

@@ -1487,11 +1487,14 @@ class _BaseBONG(BaseEstimator):
         if allowed is not None:
             bad &= ~allowed
         if bad.any():
+            # Which rows: a service predicting a batch can drop those and keep the others.
+            rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.ndim else np.zeros(1, int)
+            shown = ("rows " if rows.size > 1 else "row ") + ", ".join(map(str, rows[:5])) + (", ..." if rows.size > 5 else "")
             raise FloatingPointError(
-                f"The predictions are not finite (NaN or overflow in dtype={self.dtype!r}) for "
-                "finite inputs: the inputs are far outside the range the posterior was fitted "
-                "on, or the fitted posterior is degenerate. Scale the inputs as for fit, use "
-                "dtype='float64', or refit (e.g. with a smaller sigma0)."
+                f"The predictions are not finite (NaN or overflow in dtype={self.dtype!r}) for finite inputs, in "
+                f"{rows.size} of {max(bad.shape[:1] or (1,))} rows ({shown}): the inputs "
+                "are far outside the range the posterior was fitted on, or the fitted posterior is degenerate. "
+                "Scale the inputs as for fit, use dtype='float64', or refit (e.g. with a smaller sigma0)."
             )
         return predictions
 

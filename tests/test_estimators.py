@@ -1091,6 +1091,12 @@ def test_non_finite_predictions_are_refused(make):
     with pytest.raises(FloatingPointError, match="predictions are not finite"):
         est.predict(1e22 * X, return_std=True) if make is BONGRegressor else est.predict(1e22 * X)
     assert np.all(np.isfinite(est.predict(X)))
+    # Rows far out among others are named. At 1e20 probit's logits stay finite while their
+    # variance overflows: it returned uniform probabilities for those rows (a probe).
+    far = X[:8].copy()
+    far[[1, 6], 0] = 1e20
+    with pytest.raises(FloatingPointError, match=r"in 2 of 8 rows \(rows 1, 6\)"):
+        est.predict_proba(far) if make is BONGClassifier else est.predict(far, return_std=True)
 
 
 def test_learning_rate_with_bong_warns_that_it_has_no_effect():

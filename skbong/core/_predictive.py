@@ -140,7 +140,10 @@ class Probit:
         del likelihood, obs_noise, key
         f, cov = output_moments(apply_fn, family, state, x)
         var = jnp.diagonal(cov, axis1=1, axis2=2)
-        return CategoricalPredictive(jax.nn.log_softmax(f / jnp.sqrt(1.0 + math.pi / 8.0 * var)))
+        # A variance past the dtype's range would scale the logits by 0, a uniform row that
+        # looks valid (a probe's feature at 1e20 in float32); NaN lets the caller say why.
+        scaled = jnp.where(jnp.isfinite(var), f / jnp.sqrt(1.0 + math.pi / 8.0 * var), jnp.nan)
+        return CategoricalPredictive(jax.nn.log_softmax(scaled))
 
 
 @dataclass(frozen=True)

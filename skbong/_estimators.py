@@ -1489,7 +1489,8 @@ class _BaseBONG(BaseEstimator):
         if bad.any():
             # Which rows: a service predicting a batch can drop those and keep the others.
             rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.ndim else np.zeros(1, int)
-            shown = ("rows " if rows.size > 1 else "row ") + ", ".join(map(str, rows[:5])) + (", ..." if rows.size > 5 else "")
+            shown = ("rows " if rows.size > 1 else "row ") + ", ".join(map(str, rows[:5]))
+            shown += ", ..." if rows.size > 5 else ""
             raise FloatingPointError(
                 f"The predictions are not finite (NaN or overflow in dtype={self.dtype!r}) for finite inputs, in "
                 f"{rows.size} of {max(bad.shape[:1] or (1,))} rows ({shown}): the inputs "
@@ -1991,7 +1992,8 @@ class _BaseBONG(BaseEstimator):
             if scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
                 self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
         noise_scale = self.__dict__.get("noise_scale_", 1.0)
-        if not (np.all(np.isfinite(obs_noise)) and np.isfinite(noise_scale) and noise_scale < 1 / np.finfo(self.dtype).tiny):
+        largest_scale = 1 / np.finfo(self.dtype).tiny
+        if not (np.all(np.isfinite(obs_noise)) and np.isfinite(noise_scale) and noise_scale < largest_scale):
             # A y of 1e30 in a stream of unit scale took "calibrated" to an infinite scale,
             # absorbed with a warning once the health scores stopped overflowing (a probe).
             by_scale = "noise_scale_" in self.__dict__
@@ -2034,7 +2036,8 @@ class _BaseBONG(BaseEstimator):
                 f"{type(self).__name__} diverged late in the fit: one step ahead, over its last "
                 f"~{min(HORIZON, health.n_scored)} observations, it "
                 + (
-                    f"classified {health.model_accuracy:.0%} of them right (the constant {health.baseline_accuracy:.0%})"
+                    f"classified {health.model_accuracy:.0%} of them right "
+                    f"(the constant {health.baseline_accuracy:.0%})"
                     if self._likelihood == "categorical"
                     else f"lost {health.model_mean_loss:.3g} nats per observation"
                 )
@@ -2460,7 +2463,7 @@ class _BaseBONG(BaseEstimator):
         (the last three entries of :meth:`_forgotten_rows`), for the warnings."""
         if self._likelihood == "categorical":
             # A probability of 0 (float32 underflow) for one true class makes the mean infinite.
-            loss = f"{model_loss:.3g}" if np.isfinite(model_loss) else "unboundedly many (a true class at probability 0)"
+            loss = f"{model_loss:.3g}" if np.isfinite(model_loss) else "unboundedly many (a class at probability 0)"
             return (
                 f"{loss} nats per row against {constant_loss:.3g} for their class frequencies; it "
                 f"classifies {accuracy[0]:.0%} of them right, the most frequent class {accuracy[1]:.0%}"

@@ -1056,7 +1056,8 @@ def test_a_later_call_whose_y_left_its_scale_says_so(corrupt_y):
     corrupt = y[500:].copy()
     corrupt[10] = corrupt_y
     far = f"{corrupt_y / np.std(y[:500]):.2e}"[:3]
-    with pytest.raises(FloatingPointError, match=rf"This call's y reaches {far}\de\+\d+ standard deviations of y") as told:
+    told_far = rf"This call's y reaches {far}\de\+\d+ standard deviations of y"
+    with pytest.raises(FloatingPointError, match=told_far) as told:
         reg.partial_fit(X[500:], corrupt)
     assert pickle.dumps(reg) == before
     # Nothing else is advised before it: the drift advice, followed, was refused again (a probe).

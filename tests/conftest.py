@@ -47,14 +47,3 @@ def _release_compiled_code():
     which the next compilation segfaults. Modules never share compiled code anyway."""
     yield
     jax.clear_caches()
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under ``--dist loadgroup``, keep the scikit-learn checks of one estimator on one
-    worker: they fit the same few programs, which two workers running checks of the same
-    estimator side by side each compiled (the persistent cache serves only one that has
-    finished)."""
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if item.path.name == "test_sklearn_api.py" and callspec is not None and "estimator" in callspec.params:
-            item.add_marker(pytest.mark.xdist_group("".join(repr(callspec.params["estimator"]).split())))

@@ -801,6 +801,13 @@ def _either(remedies: list[str]) -> str:
     return remedies[0] if len(remedies) == 1 else ", ".join(remedies[:-1]) + " or " + remedies[-1]
 
 
+def _row_list(rows: np.ndarray) -> str:
+    """``"row 3"`` or ``"rows 1, 6, ..."``: the indices ``rows`` for a message, the first five."""
+    return ("rows " if rows.size > 1 else "row ") + ", ".join(map(str, rows[:5].tolist())) + (
+        ", ..." if rows.size > 5 else ""
+    )
+
+
 def _lowered(text: str) -> str:
     return text[:1].lower() + text[1:]
 
@@ -1489,8 +1496,7 @@ class _BaseBONG(BaseEstimator):
         if bad.any():
             # Which rows: a service predicting a batch can drop those and keep the others.
             rows = np.flatnonzero(bad.reshape(bad.shape[0], -1).any(axis=1)) if bad.ndim else np.zeros(1, int)
-            shown = ("rows " if rows.size > 1 else "row ") + ", ".join(map(str, rows[:5]))
-            shown += ", ..." if rows.size > 5 else ""
+            shown = _row_list(rows)
             raise FloatingPointError(
                 f"The predictions are not finite (NaN or overflow in dtype={self.dtype!r}) for finite inputs, in "
                 f"{rows.size} of {max(bad.shape[:1] or (1,))} rows ({shown}): the inputs "
@@ -2139,8 +2145,7 @@ class _BaseBONG(BaseEstimator):
         elif condition == "gross_errors":
             rows, farthest, growth = gross
             where = (
-                f" (row{'s' if rows.size > 1 else ''} {', '.join(map(str, rows[:5].tolist()))}"
-                f"{', ...' if rows.size > 5 else ''} of this call)"
+                f" ({_row_list(rows)} of this call)"
                 if n_passes == 1 and not shuffle
                 else ""
             )

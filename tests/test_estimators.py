@@ -1375,6 +1375,50 @@ def test_a_later_call_on_another_input_scale_is_told_once_and_a_stream_of_rows_i
     assert not [w for w in caught if "another scale" in str(w.message)]
 
 
+@pytest.mark.parametrize("scale", [30.0, 1000.0])
+def test_a_call_on_another_input_scale_that_predicts_far_worse_than_a_constant_is_refused(scale):
+    # A scaler forgotten in one partial_fit of 100 digits rows (X / 16 at fit) was absorbed with
+    # warnings: held-out accuracy 0.90 -> 0.36 at 30 times the scale, 0.10 at 1,000 (a constant
+    # class), and the warnings' drift advice (dynamics_decay, process_noise) could not help.
+    X, y = load_digits(return_X_y=True)
+    X = X / 16
+    clf = BONGClassifier(random_state=0).fit(X[:500], y[:500])
+    before, proba = _snapshot(clf), clf.predict_proba(X[1000:])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(
+            FloatingPointError,
+            match=r"inputs of this call are [0-9.e+]+ times larger in root mean square.*keeps its previous "
+            r"state\. Transform every call's X as fit's was",
+        ) as refused:
+            clf.partial_fit(X[500:600] * scale, y[500:600])
+    assert "drift" not in str(refused.value) and "dynamics_decay" not in str(refused.value)
+    assert not caught  # the input-scale warning is not said of a call that is refused
+    _assert_same_state(before, _snapshot(clf))
+    np.testing.assert_array_equal(clf.predict_proba(X[1000:]), proba)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="beyond what dtype='float32' can square"):
+            clf.partial_fit(X[500:600] * 1e30, y[500:600])
+    assert not caught  # nor of one refused for its values
+    clf.partial_fit(X[500:600], y[500:600])  # transformed as fit's, the rows are taken
+    assert clf.score(X[1000:], y[1000:]) > 0.85
+
+
+def test_a_regressor_call_on_another_input_scale_that_learns_nothing_is_refused():
+    # Standardised diabetes, then 100 rows at 10 times the scale: held-out R^2 0.63 -> 0.20,
+    # absorbed with a warning that the stream was not learning.
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    reg = BONGRegressor(random_state=0).fit(X[:300], y[:300])
+    score = reg.score(X[400:], y[400:])
+    with pytest.raises(FloatingPointError, match=r"inputs of this call are 10 times larger.*keeps its previous state"):
+        reg.partial_fit(X[300:400] * 10, y[300:400])
+    assert reg.score(X[400:], y[400:]) == score > 0.55
+
+
 def test_one_row_calls_are_judged_on_their_input_scale_together():
     # Standardised digits in one-row calls: a row with a rare pixel reaches 31 times the mean
     # square of the rows before, and each such row was told that its inputs changed scale

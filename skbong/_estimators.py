@@ -51,6 +51,7 @@ from ._health import (
     INPUT_MEAN_SQUARE,
     LATE_DIVERGED_EXCESS,
     LIGHT_WEIGHTS,
+    OUTLIER_WRECK_RATIO,
     MIN_STEPS,
     NOISE_MATCHED,
     NOISE_MISMATCH,
@@ -65,8 +66,10 @@ from ._health import (
     FEW_STEPS_EXCESS,
     FORGOTTEN_EXCESS,
     MIN_OBSERVATIONS,
+    far_rows,
     gross_errors,
     in_sample_excess,
+    median_error_ratio,
     new_health,
     prior_conflict,
     prior_pull,
@@ -2127,6 +2130,30 @@ class _BaseBONG(BaseEstimator):
                 "would drag its weights from it, so the "
                 f"estimator keeps its previous state. {input_shift.advice()}"
             )
+        if (
+            (inconsistent is not None or gross is not None)
+            and X.shape[0] >= MIN_OBSERVATIONS
+            and (wreck := self._median_error_ratio(config, X, Y, sample_weight)) > OUTLIER_WRECK_RATIO
+        ):
+            # Rows far out, absorbed, wrecked the posterior (OUTLIER_WRECK_RATIO): kept with a
+            # warning, a probe's fc posterior then refused every clean call as diverged.
+            rows = far_rows(Y) if n_passes == 1 and not shuffle else np.array([], int)
+            raise FloatingPointError(
+                f"{type(self).__name__}: the one-step-ahead errors of this call lie far outside the variance it "
+                "predicted for them, and the posterior that absorbed them predicts this call's own rows with a "
+                f"median absolute error {wreck:.3g} times that of their median: it broke down, so the estimator "
+                "keeps its previous state. The call holds gross errors in y or X (outliers, which a Gaussian "
+                "likelihood follows without bound"
+                + (
+                    f"; the targets of {_row_list(rows)} of this call lie over {np.sqrt(INCONSISTENT_EXCESS):.0f} "
+                    "times the median absolute deviation of its y from their median"
+                    if rows.size
+                    else ""
+                )
+                + "): drop or fix them, then call partial_fit again; if the data have truly changed this much, "
+                "call fit to start over on the new rows."
+                + target_advice
+            )
         if input_shift is not None and input_shift.due:
             _warn(input_shift.warning(), UserWarning)
         if inconsistent is not None:
@@ -2586,6 +2613,19 @@ class _BaseBONG(BaseEstimator):
             accuracy = (w @ (means.argmax(axis=1) == label) / w.sum(), frequency.max())
             brier = (w @ np.sum((means - Y) ** 2, axis=1) / w.sum(), w @ np.sum((frequency - Y) ** 2, axis=1) / w.sum())
         return excess, model, constant, accuracy, brier
+
+    def _median_error_ratio(self, config, X, Y, sample_weight) -> float:
+        """:func:`~skbong._health.median_error_ratio` of the fitted posterior's plug-in
+        predictions of up to ``FORGETTING_ROWS`` rows of the call (evenly spaced, of positive
+        weight) against their targets."""
+        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
+        if sample_weight is not None:
+            rows = rows[np.asarray(sample_weight)[rows] > 0]
+        if rows.size < MIN_OBSERVATIONS:
+            return 0.0
+        with _x64_scope(self.dtype):
+            out = predict_distribution(config, PluginPredictive(), self._posterior(), X[rows], 1.0)
+        return median_error_ratio(Y[rows], out.mean)
 
     def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
         """One pass of the sweep over prior scales, in pieces of one compiled chunk, after

@@ -1252,6 +1252,41 @@ def test_a_few_gross_errors_that_make_an_adaptive_noise_grow_are_told():
     assert jump.obs_noise_[0] > 30 * clean.obs_noise_[0]  # it followed the new level
 
 
+@pytest.mark.parametrize("family", ["fc", "diag", "dlr"])
+def test_a_later_call_whose_gross_rows_wreck_the_posterior_is_refused(family):
+    # One y of 1e4 among 100 rows of friedman1 (y's spread about 5) was absorbed with the
+    # filter-consistency warning: held-out R^2 0.6 -> -2.4e5 on fc and -519 on diag, after which
+    # fc refused every clean call as diverged (a probe). Refused where the posterior that absorbed
+    # the call predicts its own rows far worse than their median does (OUTLIER_WRECK_RATIO), the
+    # row named; dlr, whose posterior stays sound, keeps the call with the warning, and so does
+    # every family a jump of level (drift, which the warning's process_noise can follow).
+    import pickle
+
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=3000, noise=1.0, random_state=0)
+    X = StandardScaler().fit(X[:1000]).transform(X)
+    reg = BONGRegressor(family=family, random_state=0).fit(X[:1000], y[:1000])
+    shifted, before = copy.deepcopy(reg), pickle.dumps(reg)
+    corrupt = y[1000:1100].copy()
+    corrupt[7] = 1e4
+    if family == "dlr":
+        with pytest.warns(ConvergenceWarning, match="filter-consistency test"):
+            reg.partial_fit(X[1000:1100], corrupt)
+        assert reg.score(X[2000:], y[2000:]) > 0.6
+    else:
+        told = r"median absolute error [\d.]+ times that of their median.*keeps its previous state.*targets of row 7 "
+        with pytest.raises(FloatingPointError, match=told):
+            reg.partial_fit(X[1000:1100], corrupt)
+        assert pickle.dumps(reg) == before
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            reg.partial_fit(X[1000:1100], y[1000:1100])  # the row fixed: taken, nothing to tell
+    with pytest.warns(ConvergenceWarning, match="filter-consistency test.*set process_noise"):
+        shifted.partial_fit(X[1000:1100], y[1000:1100] + 10 * y[:1000].std())
+    assert shifted.t_ == 1100
+
+
 def test_a_prior_conflict_on_a_stream_that_still_predicts_well_is_not_told_of_drift():
     # A stationary linear stream on slr (a probe's contextual bandit: five arms, their
     # features one-hot by arm) conflicts with its prior while it predicts well; the warning

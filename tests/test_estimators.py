@@ -1405,6 +1405,32 @@ def test_a_call_on_another_input_scale_that_predicts_far_worse_than_a_constant_i
     assert clf.score(X[1000:], y[1000:]) > 0.85
 
 
+def test_a_stream_whose_scale_of_y_was_guessed_and_is_far_smaller_is_told_once():
+    # river's first call holds one row, so the scale of y is taken as 1: a probe's linear stream
+    # with y's standard deviation 2.5e-3 reached test R^2 -7.9 (return_std 75 times the noise)
+    # with no word, as the health checks' constant predictor also starts from N(0, 1).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = X @ np.array([1.0, 2.0, -1.0]) + 0.3 * rng.normal(size=400)
+
+    def stream(scale):
+        reg = BONGRegressor(random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            reg.partial_fit(X[:1], scale * y[:1])
+            for start in range(1, 400, 10):
+                reg.partial_fit(X[start : start + 10], scale * y[start : start + 10])
+        return [str(w.message) for w in caught if "scale of y came from" in str(w.message)]
+
+    told = stream(1e-3)
+    assert len(told) == 1 and re.search(r"standard deviation is 0\.00[0-9]+\. .*TargetStandardScaler", told[0])
+    assert not stream(1.0) and not stream(0.3)  # y of order 1: nothing to tell
+    reg = BONGRegressor(random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        reg.fit(X[:50], 1e-3 * y[:50]).partial_fit(X[50:], 1e-3 * y[50:])  # the scale came from 50 rows
+
+
 def test_a_regressor_call_on_another_input_scale_that_learns_nothing_is_refused():
     # Standardised diabetes, then 100 rows at 10 times the scale: held-out R^2 0.63 -> 0.20,
     # absorbed with a warning that the stream was not learning.

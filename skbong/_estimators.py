@@ -2183,6 +2183,8 @@ class _BaseBONG(BaseEstimator):
             condition = "overconfident"
         elif learns_nothing:
             condition = "not_learning"
+        elif health.heavy_tailed_not_learning and n_seen >= MIN_STEPS * self.batch_size:
+            condition = "squared_errors"
         elif (
             # Rows taken in the user's order by static weights, the stream learned: did the
             # posterior keep the call's early rows? (A forgetting model forgets by design.)
@@ -2217,6 +2219,8 @@ class _BaseBONG(BaseEstimator):
             # So does the noise warning, until the variance clearly matches (a probe: 11 times
             # in 200 calls of 100 rows, at 1.00-1.03 nats each time).
             condition = previous
+        if condition is None and previous == "squared_errors" and (health.squared_error_ratio or 0.0) > 0.8:
+            condition = previous  # until the squared errors clearly fall below the mean's
         repeated = condition is not None and condition == previous
         self._health_warning = condition
         # The opening of both noise warnings (a fitted noise, a fixed one).
@@ -2363,6 +2367,19 @@ class _BaseBONG(BaseEstimator):
                 + self._empirical_fisher_advice()
                 + (light_weight_advice or weight_advice)
                 + dynamics_advice
+                + target_advice,
+                ConvergenceWarning,
+            )
+        elif condition == "squared_errors":
+            _warn(
+                f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
+                f"observations its one-step-ahead squared errors are {health.squared_error_ratio:.3g} times those of "
+                "the running mean of y, though its Gaussian log-loss scores better than the mean's: targets with "
+                "heavy tails or a few extreme values (a log-normal or exponential y, prices, counts) mislead "
+                "Gaussian scores, and its predictions are no better than a constant. Transform y to a scale on "
+                "which its spread is even (e.g. TransformedTargetRegressor(regressor, func=np.log1p, "
+                "inverse_func=np.expm1) for positive y), or drop the extreme rows; if y depends on X, try another "
+                f"sigma0 ({sigma0_scales}) or scale the inputs."
                 + target_advice,
                 ConvergenceWarning,
             )

@@ -950,6 +950,7 @@ def in_sample_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, model_means:
     if noise_floor is not None:
         variance = np.maximum(variance, np.asarray(noise_floor, np.float64))
     variance = np.maximum(variance, 1e-12)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # rows predicted exactly: -inf
         error = w @ (Y - np.asarray(model_means, np.float64)) ** 2 / total
-    return float(np.mean(0.5 * np.log(error / variance))), float(np.mean(error)), float(np.mean(variance))
+        excess = float(np.mean(0.5 * np.log(error / variance)))
+    return excess, float(np.mean(error)), float(np.mean(variance))

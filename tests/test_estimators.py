@@ -1405,6 +1405,15 @@ def test_a_call_on_another_input_scale_that_predicts_far_worse_than_a_constant_i
     assert clf.score(X[1000:], y[1000:]) > 0.85
 
 
+def test_a_cold_start_of_zeros_raises_no_numpy_warning():
+    # A sales series starting at zero: its fitted posterior predicts the call's rows exactly,
+    # and the in-sample check's log(0) escaped as a RuntimeWarning (an error under -W error).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        reg = BONGRegressor(random_state=0).partial_fit(np.zeros((100, 7)), np.zeros(100))
+    np.testing.assert_array_equal(reg.predict(np.zeros((2, 7))), 0.0)
+
+
 def test_a_stream_whose_scale_of_y_was_guessed_and_is_far_smaller_is_told_once():
     # river's first call holds one row, so the scale of y is taken as 1: a probe's linear stream
     # with y's standard deviation 2.5e-3 reached test R^2 -7.9 (return_std 75 times the noise)

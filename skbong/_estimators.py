@@ -2047,20 +2047,30 @@ class _BaseBONG(BaseEstimator):
                 np.concatenate(residuals), np.concatenate(residual_weights),
                 noise_before if grid is None else noise_before[chosen], obs_noise,
             )
-        inconsistent = None
+        inconsistent, inconsistent_calls = None, 1
         if calibrated:
             previous_scale = None if reset else self.__dict__.get("noise_scale_")
             previous_weight = 0.0 if reset else self._innovation_weight
             self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
+            # Calls of fewer than INCONSISTENT_ROWS rows are judged together with the calls after
+            # them, against the scale before the first: a stream of one-row calls was never
+            # judged (a probe's regime switch went untold for 1,200 rows, its 90% intervals
+            # covering 0.49 of the next 200; in calls of 100 rows the first call after it was).
+            pending = None if reset else self.__dict__.get("_innovations_pending")
+            self._innovations_pending = None
             if previous_scale is not None:
-                inconsistent = _inconsistent_innovations(
-                    float(innovations[chosen].sum()), innovations.shape[1] * (passes_weight - previous_weight),
-                    previous_scale, previous_weight,
-                )
+                call_sum = float(innovations[chosen].sum())
+                call_terms = innovations.shape[1] * (passes_weight - previous_weight)
+                if pending is not None:
+                    call_sum, call_terms = call_sum + pending[0], call_terms + pending[1]
+                    previous_scale, previous_weight, inconsistent_calls = pending[2], pending[3], pending[4] + 1
+                inconsistent = _inconsistent_innovations(call_sum, call_terms, previous_scale, previous_weight)
                 if inconsistent is not None:
                     inconsistent = (*inconsistent, np.sqrt(self.noise_scale_ / previous_scale))
+                elif call_terms < INCONSISTENT_ROWS * innovations.shape[1] and previous_weight >= INCONSISTENT_AFTER:
+                    self._innovations_pending = (call_sum, call_terms, previous_scale, previous_weight, inconsistent_calls)
         else:
-            for name in ("_innovation_sum", "_innovation_weight", "noise_scale_"):
+            for name in ("_innovation_sum", "_innovation_weight", "noise_scale_", "_innovations_pending"):
                 self.__dict__.pop(name, None)
             if scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
                 self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
@@ -2219,6 +2229,8 @@ class _BaseBONG(BaseEstimator):
             # So does the noise warning, until the variance clearly matches (a probe: 11 times
             # in 200 calls of 100 rows, at 1.00-1.03 nats each time).
             condition = previous
+        if condition is None and previous == "inconsistent" and self.__dict__.get("_innovations_pending") is not None:
+            condition = previous  # small calls still being pooled for the next verdict
         if condition is None and previous == "squared_errors" and (health.squared_error_ratio or 0.0) > 0.8:
             condition = previous  # until the squared errors clearly fall below the mean's
         repeated = condition is not None and condition == previous
@@ -2238,15 +2250,17 @@ class _BaseBONG(BaseEstimator):
                 f"{max(excess, 0.0):.3g} rows' worth more than expected in all (one row about "
                 f"{np.sqrt(max(excess, 0.0)):.3g} predictive standard deviations out would give as much)"
             )
+            span = "this call" if inconsistent_calls == 1 else f"the last {inconsistent_calls} calls"
             _warn(
-                f"{type(self).__name__}: the one-step-ahead errors of this call lie far outside the variance it "
+                f"{type(self).__name__}: the one-step-ahead errors of {span} lie far outside the variance it "
                 f"predicted for them: {how} (the filter-consistency test of Kalman filtering). Its data have "
                 + (
                     "changed (drift: set process_noise so that the model forgets, or call fit to start over)"
                     if static and self.inflation is None
                     else "changed more than the dynamics allow (a larger process_noise, or call fit to start over)"
                 )
-                + ", y has changed scale or units, or the call holds gross errors in y or X (outliers, which a "
+                + f", y has changed scale or units, or {'the call holds' if inconsistent_calls == 1 else 'they hold'} "
+                "gross errors in y or X (outliers, which a "
                 "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
                 f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
                 + target_advice,
@@ -4163,7 +4177,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             target_advice=(
                 " The scale of y came from a first call of one row or of a constant y and was taken as 1: if y "
                 "is not of order 1, start over with fit on rows whose y varies, or standardise y yourself."
-                if scale_guessed
+                if scale_guessed and not (not reset and self._guessed_scale_near_one())
                 else self._far_target_advice(Y, loc, scale, sample_weight) if not reset else ""
             ),
         )
@@ -4179,6 +4193,17 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             self._fitted_obs_noise = self._noise_setting
         if scale_guessed:
             self._check_guessed_scale((Y - loc) / scale, sample_weight, reset)
+
+    def _guessed_scale_near_one(self) -> bool:
+        """Whether the rows since a guessed scale of y (``_check_guessed_scale``), at least
+        ``MIN_OBSERVATIONS`` of them, show a spread of y within a factor 10 of 1: the health
+        messages then leave out the sentence on the guess (a probe's stream of y of order 1,
+        started by one row, heard it in every message)."""
+        count, total, squares = self.__dict__.get("_guessed_scale_moments", (0, 0.0, 0.0))
+        if count < MIN_OBSERVATIONS:
+            return False
+        spread = np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0.0))
+        return bool(np.all((GUESSED_SCALE_FLOOR <= spread) & (spread <= 1 / GUESSED_SCALE_FLOOR)))
 
     def _check_guessed_scale(self, Y, sample_weight, reset: bool) -> None:
         """Warn, once, where the scale of y was taken as 1 (a first call of one row, or of a

@@ -1098,6 +1098,29 @@ def test_a_later_call_of_rows_far_outside_the_predicted_variance_is_told(change)
     np.testing.assert_allclose(reg.predict(X[1100:], return_std=True)[1].mean() / std_before, growth, rtol=0.05)
 
 
+def test_one_row_calls_are_held_to_the_filter_consistency_test_together():
+    # The test judged each call alone, on 50 rows or more: a probe's stream of one-row calls
+    # was never judged (a regime switch went untold for 1,200 rows, its 90% intervals covering
+    # 0.49 of the next 200). Small calls are judged together, against the scale before the
+    # first; a healthy stream of one-row calls is not told, and a fivefold rise of the noise,
+    # no row of which is far out alone, is told once.
+    rng = np.random.default_rng(4)
+    X, noise = rng.normal(size=(1700, 4)), rng.normal(size=1700)
+    y = X @ np.array([1.0, -1.0, 0.5, 0.3]) + 0.1 * rng.normal(size=1700)
+    reg = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X[:1000], y[:1000])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for i in range(1000, 1600):
+            reg.partial_fit(X[i : i + 1], y[i : i + 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        for i in range(1600, 1700):
+            reg.partial_fit(X[i : i + 1], y[i : i + 1] + 0.5 * noise[i])  # the noise rises fivefold
+    told = _messages(caught, "filter-consistency test")
+    assert len(told) == 1 and re.search(r"errors of the last \d+ calls lie far outside", told[0])
+    assert "The scale of y came from" not in told[0]  # y's scale came from 1,000 rows
+
+
 def test_a_stream_whose_noise_rises_tenfold_goes_on_learning_in_chunks():
     # A probe: noise 0.1 for 5,000 rows, then 1.0, fed in calls of 100 rows. The model's
     # means were scored at the mean square of every residual since the first, which the

@@ -1429,11 +1429,18 @@ def test_a_stream_whose_scale_of_y_was_guessed_and_is_far_smaller_is_told_once()
             reg.partial_fit(X[:1], scale * y[:1])
             for start in range(1, 400, 10):
                 reg.partial_fit(X[start : start + 10], scale * y[start : start + 10])
-        return [str(w.message) for w in caught if "scale of y came from" in str(w.message)]
+        return [str(w.message) for w in caught if "taken as 1, but over the" in str(w.message)]
 
     told = stream(1e-3)
     assert len(told) == 1 and re.search(r"standard deviation is 0\.00[0-9]+\. .*TargetStandardScaler", told[0])
     assert not stream(1.0) and not stream(0.3)  # y of order 1: nothing to tell
+    # ... nor in the health messages, which said it of every such stream (a probe).
+    reg = BONGRegressor(random_state=0).partial_fit(X[:1], y[:1])
+    for start in range(1, 300, 10):
+        reg.partial_fit(X[start : start + 10], y[start : start + 10])
+    with pytest.warns(ConvergenceWarning, match="filter-consistency") as record:
+        reg.partial_fit(X[300:], 10 * y[300:])
+    assert not [w for w in record if "scale of y came from" in str(w.message)]
     reg = BONGRegressor(random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)

@@ -2171,6 +2171,8 @@ class _BaseBONG(BaseEstimator):
             )
         if input_shift is not None and input_shift.due:
             _warn(input_shift.warning(), UserWarning)
+        if inconsistent is not None or gross is not None:
+            self._flagged_at = n_seen
         if inconsistent is not None:
             # First: the most specific cause, and the rest follows from it (a call of rows
             # the model did not expect learns nothing from them, or drags the weights out).
@@ -2193,7 +2195,13 @@ class _BaseBONG(BaseEstimator):
             condition = "overconfident"
         elif learns_nothing:
             condition = "not_learning"
-        elif health.heavy_tailed_not_learning and n_seen >= MIN_STEPS * self.batch_size:
+        elif (
+            health.heavy_tailed_not_learning
+            and n_seen >= MIN_STEPS * self.batch_size
+            # Not while the errors of a change the consistency tests flagged fill the window:
+            # a probe's count series, zero for 300 days, was told at the first sales.
+            and n_seen - self.__dict__.get("_flagged_at", -np.inf) > HORIZON
+        ):
             condition = "squared_errors"
         elif (
             # Rows taken in the user's order by static weights, the stream learned: did the

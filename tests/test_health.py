@@ -1338,6 +1338,23 @@ def test_heavy_tailed_targets_no_better_than_their_mean_in_squared_error_are_tol
             assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)] and score > 0.15
 
 
+def test_a_series_that_starts_after_zeros_is_not_told_its_squared_errors_while_the_change_fills_the_window():
+    # A count series, zero for 300 days, then Poisson sales (a probe): the first sales are
+    # flagged by the consistency test, and the window after them holds the change's errors,
+    # where the model and the running mean are both wrong; the squared-error verdict waited
+    # for neither and said "not learning", the heavy-tailed advice with it, twice.
+    rng = np.random.default_rng(3)
+    n = 700
+    sales = rng.poisson(np.where(np.arange(n) < 300, 0.0, 3 + 2 * np.sin(2 * np.pi * np.arange(n) / 7))).astype(float)
+    X, y = np.stack([sales[6 - k : n - 1 - k] for k in range(7)], axis=1), sales[7:]
+    reg = BONGRegressor(random_state=0).partial_fit(X[:1], y[:1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        for i in range(1, len(y)):
+            reg.partial_fit(X[i : i + 1], y[i : i + 1])
+    assert _messages(caught, "filter-consistency test") and not _messages(caught, "squared errors are")
+
+
 def test_a_prior_conflict_on_a_stream_that_still_predicts_well_is_not_told_of_drift():
     # A stationary linear stream on slr (a probe's contextual bandit: five arms, their
     # features one-hot by arm) conflicts with its prior while it predicts well; the warning

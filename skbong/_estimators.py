@@ -2068,7 +2068,9 @@ class _BaseBONG(BaseEstimator):
                 if inconsistent is not None:
                     inconsistent = (*inconsistent, np.sqrt(self.noise_scale_ / previous_scale))
                 elif call_terms < INCONSISTENT_ROWS * innovations.shape[1] and previous_weight >= INCONSISTENT_AFTER:
-                    self._innovations_pending = (call_sum, call_terms, previous_scale, previous_weight, inconsistent_calls)
+                    self._innovations_pending = (
+                        call_sum, call_terms, previous_scale, previous_weight, inconsistent_calls
+                    )
         else:
             for name in ("_innovation_sum", "_innovation_weight", "noise_scale_", "_innovations_pending"):
                 self.__dict__.pop(name, None)

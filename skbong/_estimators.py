@@ -836,24 +836,25 @@ class _InputShift:
     calls: int
     due: bool
 
-    def comparison(self) -> str:
+    def _span(self) -> str:
+        return "this call" if self.calls == 1 else f"the last {self.calls} calls"
+
+    def _times(self) -> str:
         ratio = np.sqrt(max(self.now / self.before, self.before / self.now))
+        return f"{ratio:.3g} times {'larger' if self.now > self.before else 'smaller'} in root mean square"
+
+    def comparison(self) -> str:
         return (
-            ("this call" if self.calls == 1 else f"the last {self.calls} calls")
-            + f" are {ratio:.3g} times {'larger' if self.now > self.before else 'smaller'} in root mean square "
-            f"than the rows it learned before (mean square of the entries {self.now:.3g} against {self.before:.3g})"
+            f"{self._span()} are {self._times()} than the rows it learned before (mean square of the entries "
+            f"{self.now:.3g} against {self.before:.3g})"
         )
 
     def warning(self) -> str:
         return (
-            f"{self.estimator}: the inputs of "
-            + ("this call" if self.calls == 1 else f"the last {self.calls} calls")
-            + " are on another scale than the rows it "
-            f"learned before (mean square of the entries {self.now:.3g} against {self.before:.3g}, "
-            f"{np.sqrt(max(self.now / self.before, self.before / self.now)):.3g} times "
-            f"{'larger' if self.now > self.before else 'smaller'} in root mean square). The network learned the "
-            "earlier scale and predicts these rows poorly: transform every call's X as fit's was (e.g. with the "
-            "same fitted StandardScaler's transform)."
+            f"{self.estimator}: the inputs of {self._span()} are on another scale than the rows it learned before "
+            f"(mean square of the entries {self.now:.3g} against {self.before:.3g}, {self._times()}). The network "
+            "learned the earlier scale and predicts these rows poorly: transform every call's X as fit's was (e.g. "
+            "with the same fitted StandardScaler's transform)."
         )
 
     def advice(self) -> str:
@@ -4187,7 +4188,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
             target_advice=(
                 " The scale of y came from a first call of one row or of a constant y and was taken as 1: if y "
                 "is not of order 1, start over with fit on rows whose y varies, or standardise y yourself."
-                if scale_guessed and not (not reset and self._guessed_scale_near_one())
+                if scale_guessed and (reset or not self._guessed_scale_near_one())
                 else self._far_target_advice(Y, loc, scale, sample_weight) if not reset else ""
             ),
         )
@@ -4209,11 +4210,17 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         ``MIN_OBSERVATIONS`` of them, show a spread of y within a factor 10 of 1: the health
         messages then leave out the sentence on the guess (a probe's stream of y of order 1,
         started by one row, heard it in every message)."""
+        spread = self._guessed_scale_spread()
+        within = (GUESSED_SCALE_FLOOR <= spread) & (spread <= 1 / GUESSED_SCALE_FLOOR) if spread is not None else False
+        return bool(np.all(within))
+
+    def _guessed_scale_spread(self) -> np.ndarray | None:
+        """The standard deviation of y per output, in the filter's units, over the rows since
+        a guessed scale (``_guessed_scale_moments``); None before ``MIN_OBSERVATIONS`` rows."""
         count, total, squares = self.__dict__.get("_guessed_scale_moments", (0, 0.0, 0.0))
         if count < MIN_OBSERVATIONS:
-            return False
-        spread = np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0.0))
-        return bool(np.all((GUESSED_SCALE_FLOOR <= spread) & (spread <= 1 / GUESSED_SCALE_FLOOR)))
+            return None
+        return np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0.0))
 
     def _check_guessed_scale(self, Y, sample_weight, reset: bool) -> None:
         """Warn, once, where the scale of y was taken as 1 (a first call of one row, or of a
@@ -4229,9 +4236,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         count, total, squares = (0, 0.0, 0.0) if reset else self.__dict__.get("_guessed_scale_moments", (0, 0.0, 0.0))
         count, total, squares = count + Y.shape[0], total + Y.sum(axis=0), squares + (Y**2).sum(axis=0)
         self._guessed_scale_moments = (count, total, squares)
-        if count < MIN_OBSERVATIONS or self.__dict__.get("_guessed_scale_told", False):
+        spread = self._guessed_scale_spread()
+        if spread is None or self.__dict__.get("_guessed_scale_told", False):
             return
-        spread = np.sqrt(np.maximum(squares / count - (total / count) ** 2, 0.0))
         if not np.any((0 < spread) & (spread < GUESSED_SCALE_FLOOR)):  # (a constant y has nothing to learn)
             return
         self._guessed_scale_told = True

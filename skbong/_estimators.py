@@ -2199,14 +2199,6 @@ class _BaseBONG(BaseEstimator):
         elif learns_nothing:
             condition = "not_learning"
         elif (
-            health.heavy_tailed_not_learning
-            and n_seen >= MIN_STEPS * self.batch_size
-            # Not while the errors of a change the consistency tests flagged fill the window:
-            # a probe's count series, zero for 300 days, was told at the first sales.
-            and n_seen - self.__dict__.get("_flagged_at", -np.inf) > HORIZON
-        ):
-            condition = "squared_errors"
-        elif (
             # Rows taken in the user's order by static weights, the stream learned: did the
             # posterior keep the call's early rows? (A forgetting model forgets by design.)
             not shuffle
@@ -2229,6 +2221,14 @@ class _BaseBONG(BaseEstimator):
             is not None
         ):
             condition = "few_steps"
+        elif (
+            health.heavy_tailed_not_learning
+            and n_seen >= MIN_STEPS * self.batch_size
+            # Not while the errors of a change the consistency tests flagged fill the window:
+            # a probe's count series, zero for 300 days, was told at the first sales.
+            and n_seen - self.__dict__.get("_flagged_at", -np.inf) > HORIZON
+        ):
+            condition = "squared_errors"
         else:
             condition = None
         previous = None if reset else self.__dict__.get("_health_warning")
@@ -2405,6 +2405,7 @@ class _BaseBONG(BaseEstimator):
                 "which its spread is even (e.g. TransformedTargetRegressor(regressor, func=np.log1p, "
                 "inverse_func=np.expm1) for positive y), or drop the extreme rows; if y depends on X, try another "
                 f"sigma0 ({sigma0_scales}) or scale the inputs."
+                + drift_warning
                 + target_advice,
                 ConvergenceWarning,
             )

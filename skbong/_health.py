@@ -378,6 +378,12 @@ SQUARED_ERROR_RATIO = 1.0
 OUTLIER_WRECK_RATIO = 3.0
 
 
+def _deviations(Y: np.ndarray) -> np.ndarray:
+    """``|Y - median(Y)|`` per output, in float64: the median absolute deviation's terms."""
+    Y = np.asarray(Y, np.float64)
+    return np.abs(Y - np.median(Y, axis=0))
+
+
 def median_error_ratio(Y: np.ndarray, means: np.ndarray) -> float:
     """The largest, over the outputs, of the median absolute error of the predictions
     ``means`` of the rows ``Y`` ``(n, C)`` over the median absolute deviation of ``Y`` from its
@@ -386,7 +392,7 @@ def median_error_ratio(Y: np.ndarray, means: np.ndarray) -> float:
     output most of whose rows share one value)."""
     Y, means = np.asarray(Y, np.float64), np.asarray(means, np.float64).reshape(np.shape(Y))
     error = np.median(np.abs(Y - means), axis=0)
-    spread = np.median(np.abs(Y - np.median(Y, axis=0)), axis=0)
+    spread = np.median(_deviations(Y), axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         # Most of the rows at one value leave no spread to judge by: no verdict.
         ratio = np.where(spread > 0, error / spread, 0.0)
@@ -399,7 +405,7 @@ def far_rows(Y: np.ndarray) -> np.ndarray:
     median, in some output: the gross targets that a flagged call names. (Not by the call's
     one-step-ahead errors: once a gross row is absorbed, every later row of the call may lie
     far out.)"""
-    residuals = np.abs(np.asarray(Y, np.float64) - np.median(np.asarray(Y, np.float64), axis=0))
+    residuals = _deviations(Y)
     typical = np.median(residuals, axis=0)
     bound = np.where(typical > 0, np.sqrt(INCONSISTENT_EXCESS) * typical, np.inf)
     with np.errstate(invalid="ignore"):
@@ -732,9 +738,10 @@ def _log_probs(
 ):
     """One-step-ahead log-probabilities of the model and of the constant predictor for the
     rows of ``Y`` in order, whether each classified the row correctly, their Brier scores
-    (categorical; zeros otherwise), the statistics after them, and (Gaussian; else None)
-    ``StreamHealth.residual_window`` after them, from ``residual_window`` before them;
-    ``n_scored`` rows were scored before. The constant predictor learns from the rows by
+    (categorical; zeros otherwise), the statistics after them, (Gaussian; else None)
+    ``StreamHealth.residual_window`` after them, from ``residual_window`` before them, and
+    (Gaussian; else None) the squared errors of the model's and the constant's means per row,
+    summed over the outputs; ``n_scored`` rows were scored before. The constant predictor learns from the rows by
     their weights ``w``, as the model does (class frequencies, or the mean and spread of
     ``y``). ``noise_floor`` (Gaussian; per output, or None) is the least variance at which
     the constant predictor is scored a second time, for the divergence verdict; the
@@ -749,7 +756,7 @@ def _log_probs(
         hits = (np.argmax(model_means, axis=1) == label, np.argmax(before, axis=1) == label)
         with np.errstate(over="ignore", invalid="ignore"):
             briers = (np.sum((np.asarray(model_means, np.float64) - Y) ** 2, axis=1), np.sum((proba - Y) ** 2, axis=1))
-        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w), None
+        return scores + (None,), hits, briers, stats + _added_statistics(likelihood, Y, None, w), None, None
     # In float64: a float32 y of 1e28 (a corrupt row in the filter's units) squares past
     # float32's range, and the constant's spread came out inf - inf = nan.
     Y, model_means = np.asarray(Y, np.float64), np.asarray(model_means, np.float64)
@@ -773,10 +780,9 @@ def _log_probs(
         window_before, window = _decayed_sums(residuals, residual_window)
         model = _gaussian_log_probs(Y, model_means, _decayed_count(n_scored + rows_before), window_before)
         added = _added_statistics(likelihood, Y, residuals.sum(axis=0), w)
-        # The squared errors of both means (in the Brier scores' place), for squared_error_ratio.
-        squared = (residuals.sum(axis=1), ((Y - mean) ** 2).sum(axis=1))
+        squared = (residuals.sum(axis=1), ((Y - mean) ** 2).sum(axis=1))  # for squared_error_ratio
     no_hits = np.zeros(Y.shape[0])
-    return (model, baseline, floored), (no_hits, no_hits), squared, stats + added, window
+    return (model, baseline, floored), (no_hits, no_hits), (no_hits, no_hits), stats + added, window, squared
 
 
 def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_log_probs: np.ndarray,
@@ -822,14 +828,11 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         # From the pseudo-residual, or, in a state pickled before the window was kept, from
         # the mean square of every residual so far.
         window = stats[3] / (1 + health.n_scored) * _decayed_count(health.n_scored)
-    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier), stats, window = _log_probs(
+    scores, hits, briers, stats, window, squared = _log_probs(
         likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor,
         window,
     )
-    model_squares = baseline_squares = None
-    if likelihood != "categorical":  # _log_probs gave the squared errors in the Brier scores' place
-        model_squares, baseline_squares = model_brier, baseline_brier
-        model_brier = baseline_brier = np.zeros_like(model_squares)
+    (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier) = scores, hits, briers
     if likelihood != "categorical":  # one outlier is not a diverged posterior (ROW_EXCESS_CAP)
         reference = floored if floored is not None else baseline
         model = _capped(model, reference)
@@ -874,10 +877,10 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         ),
         *(
             (None, None)
-            if model_squares is None
+            if squared is None
             else (
-                _finite_or_inf(shrink * (health.model_squares or 0.0) + weights @ model_squares),
-                _finite_or_inf(shrink * (health.baseline_squares or 0.0) + weights @ baseline_squares),
+                _finite_or_inf(shrink * (health.model_squares or 0.0) + weights @ squared[0]),
+                _finite_or_inf(shrink * (health.baseline_squares or 0.0) + weights @ squared[1]),
             )
         ),
     )

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from functools import lru_cache, partial, wraps
+from typing import NoReturn
 import warnings
 from numbers import Integral, Real
 
@@ -857,12 +858,47 @@ class _InputShift:
             "with the same fitted StandardScaler's transform)."
         )
 
+    def lead(self) -> str:
+        """The opening of a refusal whose most specific cause is this shift; its other
+        causes follow, lowered."""
+        return f"The inputs of {self.comparison()}: {_lowered(self.advice())} If those inputs are right, "
+
     def advice(self) -> str:
         """The remedy, for a refusal that leads with this shift."""
         return (
-            "Transform every call's X as fit's was (e.g. with the same fitted StandardScaler's transform); if the "
-            "inputs have truly changed scale, call fit on rows of the new scale."
+            "Transform every call's X as fit's was (e.g. with the same fitted StandardScaler's transform)"
+            + "; if the inputs have truly changed scale, call fit on rows of the new scale."
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _CallAdvice:
+    """The sentences of advice that a call's refusals and health warnings share, each empty
+    where it does not apply (:meth:`_BaseBONG._call_advice`).
+
+    ``scales`` names the prior scales tried, ``sigma0_remedy`` and ``sigma0_scales`` how to
+    change them (only fit sets the prior); ``other_remedies`` are those besides sigma0 and the
+    inputs, ``inflation_hint`` the same for a smaller inflation_alpha; ``heaviest`` is the
+    heaviest row weight; ``dynamics``, ``weights`` and ``light_weights`` advise on the
+    dynamics and on row weights far above or below 1; ``drift_refused`` and ``drift_warned``
+    tell a stream that learned before of drift, in a refusal and in a warning; ``target`` is
+    the regressor's advice on a scale of y it could not estimate; ``input_shift`` the call's
+    inputs on another scale (or None); ``prior`` the prior checks' advice from the fit."""
+
+    scales: str
+    sigma0_remedy: str
+    sigma0_scales: str
+    other_remedies: list[str]
+    inflation_hint: str
+    heaviest: float
+    dynamics: str
+    weights: str
+    light_weights: str
+    drift_refused: str
+    drift_warned: str
+    target: str
+    input_shift: _InputShift | None
+    prior: list[str]
 
 
 def _same_sigma0(a, b) -> bool:
@@ -1782,118 +1818,20 @@ class _BaseBONG(BaseEstimator):
                 chosen = int(np.argmax(evidence))
                 state = jax.device_put(jax.tree_util.tree_map(lambda leaf: leaf[chosen], members))
                 self._warn_if_scales_tied(grid, evidence, n_seen, reset)
-        scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
-        # Remedies besides sigma0 and the inputs: a smaller learning rate where one acts, and a
-        # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
-        # direction the data do not constrain).
-        other_remedies = (["lower the learning rate"] if self.algorithm != "bong" else []) + (
-            [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
-        )
-        inflation_hint = f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
-        # What beyond sigma0 may have made the steps overshoot: the dynamics, or weights above
-        # 1 (a row of weight w enters as w observations of it, skbong.core.MAX_STEP_WEIGHT).
-        heaviest = 0.0 if sample_weight is None else float(np.max(sample_weight, initial=0.0))
-        dynamics_advice = self._dynamics_advice()
-        # Weights far below 1 (e.g. normalised to sum to 1) make the whole call count as a
-        # few observations: the posterior then stays near the prior and learns little.
-        mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
-        class_weighted = bool(getattr(self, "class_weight", None))
-        weight_advice = (
-            f" The row weights{' (sample_weight times class_weight)' if class_weighted else ''} "
-            f"reach {heaviest:.3g}: a row of weight w enters as w observations of it"
-            + (
-                f", in linearised steps of at most {MAX_STEP_WEIGHT:g} (at most {MAX_SUBSTEPS} a row)"
-                if self._likelihood == "categorical"
-                else ""
-            )
-            + ", so weights far above 1 make the steps overshoot; "
-            + (
-                "rescale them (e.g. to a mean of 1)."
-                if heaviest <= HEAVY_RATIO * mean_weight
-                # Rescaled to a mean of 1, weights that far apart (class_weight="balanced" on a
-                # rare class) keep their heaviest far above 1: cap the heaviest instead.
-                else f"they reach {heaviest / mean_weight:.3g} times their mean, so rescale them to weigh at most "
-                f"about {HEAVY_RATIO:g} (sample_weight=w * {HEAVY_RATIO:g} / w.max()"
-                + (
-                    ", with class_weight=None and w from sklearn.utils.class_weight.compute_sample_weight"
-                    if class_weighted
-                    else ""
-                )
-                + ")."
-            )
-            # Weights already capped as that advice says are not told to cap them again.
-            if heaviest > 1 and not (HEAVY_RATIO * mean_weight < heaviest <= HEAVY_RATIO * (1 + 1e-6))
-            else ""
-        )
-        light_weight_advice = (
-            f" The row weights average {mean_weight:.3g}: a row of weight w enters as w observations of it, so "
-            f"{'the one row' if X.shape[0] == 1 else f'the {X.shape[0]} rows'} of this call weigh"
-            f"{'s' if X.shape[0] == 1 else ''} as much as {mean_weight * X.shape[0]:.3g} of weight 1 and "
-            "the posterior stays near its prior; rescale them (e.g. to a mean of 1)."
-            # a mean below LIGHT_WEIGHTS, or rows that together weigh at most one (weights
-            # normalised to sum to 1 on 60 rows: R^2 0.27 against 0.97, told to change sigma0)
-            if 0 < mean_weight and (mean_weight < LIGHT_WEIGHTS or 1 < X.shape[0] and mean_weight * X.shape[0] <= 1)
-            else ""
-        )
-        if light_weight_advice and reset:
-            _warn(f"{type(self).__name__}:{light_weight_advice}", UserWarning)
-        if not valid:
-            self._refuse_non_finite_network(spec, prior_mean, X)
-            # A dense covariance update subtracts nearly equal numbers when the noise is tiny
-            # against the prior's output variance (about 1 on standardised targets): near
-            # 1e-7 of it, float32 round-off breaks its positivity (friedman1, yacht,
-            # diabetes: fc fits at 1e-6 and fails at 1e-7; in float64 it fits at both).
-            # A row of weight w enters with the noise R / w (a probe's linear fc model at weights
-            # 1e8 was told that its steps overshoot; float64 fits it exactly).
-            relative_noise = float(np.min(np.asarray(hyper.obs_noise))) if self._likelihood == "gaussian" else 1.0
-            relative_noise /= max(heaviest, 1.0)
-            round_off = (
-                f"The observation noise is {relative_noise:.2g} of the variance of y"
-                + (f" (divided by the heaviest row weight, {heaviest:.3g})" if heaviest > 1 else "")
-                + ", near float32's resolution (1.2e-7): round-off in the covariance update breaks its positivity. "
-                "Use dtype='float64', or a larger obs_noise" + (" or smaller row weights." if heaviest > 1 else ".")
-                if self.family == "fc" and np.dtype(self.dtype) == np.float32 and relative_noise < 1e-5
-                else ""
-            )
-            cause = (
-                round_off
-                if round_off
-                else "Plain-gradient steps on moment parameters (BOG, BBB) move the covariance by "
-                "learning_rate / 2 times the curvature, which turns it negative where that exceeds the "
-                f"variance: lower learning_rate (now {self.learning_rate!r}), raise sigma0 ({scales}), or use "
-                "family='fc', 'diag' or 'dlr'."
-                if self.family in ("fc_mom", "diag_mom") and self.algorithm in ("bog", "bbb")
-                else "Moment-parameter families lose positive definiteness when sigma0^2 "
-                f"times the curvature exceeds 1: lower sigma0 ({scales}), scale the inputs, or use "
-                "family='fc', 'diag' or 'dlr'."
-                if self.family in ("fc_mom", "diag_mom")
-                else "The prior is too wide for this network and data: "
-                + _either([f"lower sigma0 ({scales})", *other_remedies, "scale the inputs"])
-                + "."
-            )
-            raise FloatingPointError(
-                f"The {self.family!r} posterior became invalid (non-finite, or a variance "
-                "not positive) during the update"
-                + ("" if grid is None else " at every prior scale")
-                + "; the estimator keeps its previous state. "
-                # y, or X, off its fitted scale is the most specific cause: said first.
-                + (
-                    target_advice.lstrip() + " If those rows are right, " + _lowered(cause)
-                    if target_advice
-                    else f"The inputs of {input_shift.comparison()}: {_lowered(input_shift.advice())} If those inputs "
-                    "are right, " + _lowered(cause)
-                    if input_shift is not None
-                    else cause
-                )
-                + dynamics_advice
-                + weight_advice
-                + _before_the_fit(prior_advice)
-            )
         if grid is not None:
             prior_scale = float(grid[chosen])
         else:
             # The scale the posterior was fitted with (older pickles kept it privately).
             prior_scale = float(self.sigma0) if reset else getattr(self, "sigma0_", getattr(self, "_prior_scale", None))
+        advice = self._call_advice(
+            grid, prior_scale, reset=reset, n_rows=X.shape[0],
+            sample_weight=sample_weight, target_advice=target_advice, input_shift=input_shift,
+            prior_advice=prior_advice,
+        )
+        if advice.light_weights and reset:
+            _warn(f"{type(self).__name__}:{advice.light_weights}", UserWarning)
+        if not valid:
+            self._refuse_invalid_posterior(advice, spec, prior_mean, X, hyper.obs_noise, grid)
         # With dynamics the prior mean and scale drift; the check holds for static weights.
         # Inflation forgets the data, not the prior: weights orders of magnitude past the
         # prior scale still mean divergence, but a moderate conflict is no longer a warning.
@@ -1904,94 +1842,8 @@ class _BaseBONG(BaseEstimator):
         divergence_conflict = (
             conflict if static else self._random_walk_conflict(state[0], prior_mean, prior_scale, n_seen)
         )
-        # A stream that a verdict found clearly learning, with static weights: the rows may
-        # have changed (drift), which a posterior confident in the rows before cannot follow.
-        # (Not said of a stream no verdict found learning: two probes got it at the first.)
-        drift_cause = (
-            " This stream predicted well earlier: if its data have changed (drift), a posterior "
-            "over static weights stays confident in the rows before and cannot follow them. Set "
-            f"{_bounded_forgetting(prior_scale)} (sigma0 = {float(prior_scale):.3g} as fitted) "
-            "so that it forgets (about the last 500 rows count; the weights' variance then stays at sigma0^2, "
-            "where process_noise alone grows it by q a row without bound)"
-            if not reset
-            and not dynamics_advice
-            and self.__dict__.get("_learned", False)
-            and prior_scale is not None
-            # Inputs on another scale are the more specific cause, told with its own remedy.
-            and input_shift is None
-            else ""
-        )
-        # The error refused the call's rows; a warning's call has absorbed them.
-        start_over = " call fit to start over on the new rows."
-        drift_advice = drift_cause and drift_cause + ", then call partial_fit again, or" + start_over
-        drift_warning = drift_cause and drift_cause + " from the next call on, or" + start_over
-        # sigma0 sets the prior, which only a fit (or a first partial_fit) takes.
-        sigma0_remedy = "Lower sigma0" if reset else "Refit with a smaller sigma0"
-        sigma0_scales = scales if reset else f"only fit sets the prior; {scales}"
         if health.diverged_given(divergence_conflict):
-            sigma0_advice = (
-                f"{sigma0_remedy.lower()} ({sigma0_scales}; sigma0^2 times the squared size of the network's "
-                + (
-                    "gradients must stay near the observation noise)"
-                    if self._likelihood == "gaussian"
-                    else "gradients must stay of order 1)"
-                )
-            )
-            scale_advice = "scale the inputs (e.g. StandardScaler)"
-            remedies = [sigma0_advice, scale_advice, *other_remedies]
-            barely_moved = (
-                f"the weights moved only {np.sqrt(conflict):.2g} prior standard deviations from the prior mean "
-                "(root mean square), and the network there predicts this badly already"
-            )
-            if static and conflict < BARELY_MOVED and light_weight_advice:
-                # Rows of weight 0.001 count as a thousandth of a row each: the posterior stays at
-                # its prior (a probe's one-row stream was told to lower sigma0, which changes nothing);
-                # the light weights' advice follows.
-                remedies = [barely_moved]
-            elif self.algorithm != "bong" and static and conflict < BARELY_MOVED:
-                # The steps hardly moved the weights: the network at its prior mean predicts
-                # this badly already (a fuzzer's BOG at learning_rate 0.001 was told to lower it).
-                remedies = [f"raise the learning rate (now {self.learning_rate!r}): {barely_moved}", "scale the inputs"]
-            if self.model is None and _mean_square(X) > INPUT_MEAN_SQUARE:
-                # Unscaled inputs saturate the built-in MLP from its first layer on. A smaller
-                # sigma0 restrains weights that ran away (raw digits at sigma0 = 10: 6e7 prior
-                # standard deviations out), not a network the inputs saturate: raw breast_cancer
-                # and wine failed at every sigma0 down to 7e-4, each error saying to go lower.
-                runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED else []
-                unscaled = "scale the inputs (e.g. StandardScaler; they are far from unit scale)"
-                remedies = [unscaled, *runaway, *other_remedies]
-            raise FloatingPointError(
-                f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
-                f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
-                f"{health.divergence_baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name})"
-                + (
-                    f", and classified {health.model_accuracy:.0%} of them right against the constant's "
-                    f"{health.baseline_accuracy:.0%}"
-                    if self._likelihood == "categorical"
-                    else ""
-                )
-                + (
-                    f", with weights {np.sqrt(divergence_conflict):.2g} prior standard deviations from the prior mean"
-                    if divergence_conflict > PRIOR_DIVERGED
-                    else ""
-                )
-                + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state."
-                # y (or X) off its fitted scale is the most specific cause, and the others' advice
-                # fails there (a probe followed the drift advice; the retry was refused again).
-                + (
-                    target_advice + " If those rows are right, "
-                    if target_advice
-                    else f" The inputs of {input_shift.comparison()}: {_lowered(input_shift.advice())} If those "
-                    "inputs are right, "
-                    if input_shift is not None
-                    else drift_advice + " "
-                )
-                + (_either(remedies) if target_advice or input_shift is not None else _capitalised(_either(remedies)))
-                + "."
-                + dynamics_advice
-                + (light_weight_advice or weight_advice)
-                + _before_the_fit(prior_advice)
-            )
+            self._refuse_diverged(advice, health, X, conflict, divergence_conflict, static)
         if self.prequential:
             log_prob = np.concatenate(log_probs).astype(np.float64)
             prediction = np.concatenate(predictions).astype(np.float64)
@@ -2118,36 +1970,12 @@ class _BaseBONG(BaseEstimator):
             and fit[0] > LATE_DIVERGED_EXCESS
             and (fit[4] is None or not fit[4][0] < fit[4][1])
         ):
-            raise FloatingPointError(
-                f"{type(self).__name__} diverged late in the fit: one step ahead, over its last "
-                f"~{min(HORIZON, health.n_scored)} observations, it "
-                + (
-                    f"classified {health.model_accuracy:.0%} of them right "
-                    f"(the constant {health.baseline_accuracy:.0%})"
-                    if self._likelihood == "categorical"
-                    else f"lost {health.model_mean_loss:.3g} nats per observation"
-                )
-                + f", but the fitted posterior predicts the rows it was fitted on worse than a constant fitted to them "
-                f"({self._in_sample_comparison(*fit[1:4])}"
-                + (f"; its Brier score is {fit[4][0] / fit[4][1]:.3g} times the constant's" if fit[4] else "")
-                + "): it broke down late in the pass. The posterior is finite but predicts garbage, so the "
-                f"estimator keeps its previous state. {sigma0_remedy} ({sigma0_scales}) or scale the inputs."
-                + weight_advice
-                + target_advice
-            )
+            self._refuse_late_divergence(advice, health, fit)
         if input_shift is not None and (health.far_worse or learns_nothing):
             # A scaler forgotten in one partial_fit of 100 digits rows (X / 16 at fit): held-out
             # accuracy 0.90 -> 0.36 at 30 times the scale, a constant's 0.10 at 1,000, each
             # absorbed with warnings whose drift advice could not help (a probe).
-            raise FloatingPointError(
-                f"{type(self).__name__}: the inputs of {input_shift.comparison()}, and over its last "
-                f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead predictions lost "
-                f"{health.model_mean_loss:.3g} nats per observation against "
-                f"{health.divergence_baseline_mean_loss if health.far_worse else health.baseline_mean_loss:.3g} for a "
-                f"constant predictor ({self._baseline_name}). The network learned the earlier scale, and these rows "
-                "would drag its weights from it, so the "
-                f"estimator keeps its previous state. {input_shift.advice()}"
-            )
+            self._refuse_input_shift(input_shift, health)
         if (
             (inconsistent is not None or gross is not None)
             and X.shape[0] >= MIN_OBSERVATIONS
@@ -2156,22 +1984,7 @@ class _BaseBONG(BaseEstimator):
             # Rows far out, absorbed, wrecked the posterior (OUTLIER_WRECK_RATIO): kept with a
             # warning, a probe's fc posterior then refused every clean call as diverged.
             rows = far_rows(Y) if n_passes == 1 and not shuffle else np.array([], int)
-            raise FloatingPointError(
-                f"{type(self).__name__}: the one-step-ahead errors of this call lie far outside the variance it "
-                "predicted for them, and the posterior that absorbed them predicts this call's own rows with a "
-                f"median absolute error {wreck:.3g} times that of their median: it broke down, so the estimator "
-                "keeps its previous state. The call holds gross errors in y or X (outliers, which a Gaussian "
-                "likelihood follows without bound"
-                + (
-                    f"; the targets of {_row_list(rows)} of this call lie over {np.sqrt(INCONSISTENT_EXCESS):.0f} "
-                    "times the median absolute deviation of its y from their median"
-                    if rows.size
-                    else ""
-                )
-                + "): drop or fix them, then call partial_fit again; if the data have truly changed this much, "
-                "call fit to start over on the new rows."
-                + target_advice
-            )
+            self._refuse_wrecked(advice, wreck, rows)
         if input_shift is not None and input_shift.due:
             _warn(input_shift.warning(), UserWarning)
         if inconsistent is not None or gross is not None:
@@ -2247,203 +2060,450 @@ class _BaseBONG(BaseEstimator):
         repeated = condition is not None and condition == previous
         self._health_warning = condition
         # The opening of both noise warnings (a fitted noise, a fixed one).
+        if repeated:
+            pass
+        elif condition == "inconsistent":
+            self._warn_inconsistent(advice, inconsistent, inconsistent_calls, static)
+        elif condition == "gross_errors":
+            self._warn_gross_errors(advice, gross, n_passes == 1 and not shuffle)
+        elif condition == "prior_conflict":
+            self._warn_prior_conflict(advice, health, conflict, pull, learns_nothing, prior_scale, grid, belief_valid)
+        elif condition == "overconfident":
+            self._warn_overconfident(advice, health)
+        elif condition == "not_learning":
+            self._warn_not_learning(advice, health, spec.n_params)
+        elif condition == "squared_errors":
+            self._warn_squared_errors(advice, health)
+        elif condition == "forgotten":
+            self._warn_forgotten(advice, forgotten)
+        elif condition == "few_steps":
+            self._warn_few_steps(advice, forgotten, n_passes * -(-X.shape[0] // self.batch_size))
+        elif condition == "noise_mismatch":
+            self._warn_noise_mismatch(advice, health, config, X, obs_noise, calibrated, y_loc_scale, Y.shape[1])
+        self._warn_if_output_scales_apart(calibrated, scaled, n_seen, chosen, obs_noise, reference_noise, reset)
+        for message in prior_advice:
+            _warn(f"{type(self).__name__}: {message}", ConvergenceWarning)
+        if self.prequential:
+            if reset or not hasattr(self, "prequential_log_prob_"):
+                record, n_shown = _GrowingRecord((log_prob[:0], prediction[:0])), 0
+            else:
+                n_shown = len(self.prequential_log_prob_)
+                record = self.__dict__.get("_prequential_record")
+                if record is None:  # unpickled: the record is not pickled (__getstate__)
+                    record = _GrowingRecord((self.prequential_log_prob_, self.prequential_prediction_))
+            self._prequential_record, (self.prequential_log_prob_, self.prequential_prediction_) = record.extended(
+                n_shown, (log_prob, prediction)
+            )
+        else:
+            # A record with a gap would misstate the stream: a call without recording ends it.
+            for name in ("prequential_log_prob_", "prequential_prediction_", "_prequential_record"):
+                self.__dict__.pop(name, None)
+        return obs_noise
+
+    def _refuse_late_divergence(self, advice: _CallAdvice, health, fit) -> NoReturn:
+        """Raise the error of a shuffled pass whose fitted posterior predicts its own rows far worse
+        than a constant (``fit``, from :meth:`_in_sample`): it broke down late in the pass."""
+        raise FloatingPointError(
+            f"{type(self).__name__} diverged late in the fit: one step ahead, over its last "
+            f"~{min(HORIZON, health.n_scored)} observations, it "
+            + (
+                f"classified {health.model_accuracy:.0%} of them right "
+                f"(the constant {health.baseline_accuracy:.0%})"
+                if self._likelihood == "categorical"
+                else f"lost {health.model_mean_loss:.3g} nats per observation"
+            )
+            + f", but the fitted posterior predicts the rows it was fitted on worse than a constant fitted to them "
+            f"({self._in_sample_comparison(*fit[1:4])}"
+            + (f"; its Brier score is {fit[4][0] / fit[4][1]:.3g} times the constant's" if fit[4] else "")
+            + "): it broke down late in the pass. The posterior is finite but predicts garbage, so the "
+            f"estimator keeps its previous state. {advice.sigma0_remedy} ({advice.sigma0_scales}) or scale the "
+            "inputs."
+            + advice.weights
+            + advice.target
+        )
+
+    def _refuse_input_shift(self, input_shift: _InputShift, health) -> NoReturn:
+        """Raise the error of a call on inputs of another scale that left the stream far worse than a
+        constant, or learning nothing."""
+        raise FloatingPointError(
+            f"{type(self).__name__}: the inputs of {input_shift.comparison()}, and over its last "
+            f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead predictions lost "
+            f"{health.model_mean_loss:.3g} nats per observation against "
+            f"{health.divergence_baseline_mean_loss if health.far_worse else health.baseline_mean_loss:.3g} for a "
+            f"constant predictor ({self._baseline_name}). The network learned the earlier scale, and these rows "
+            "would drag its weights from it, so the "
+            f"estimator keeps its previous state. {input_shift.advice()}"
+        )
+
+    def _refuse_wrecked(self, advice: _CallAdvice, wreck: float, rows: np.ndarray) -> NoReturn:
+        """Raise the error of a call whose gross rows wrecked the posterior: it predicts the call's own
+        rows with ``wreck`` times the median absolute error of their median (``OUTLIER_WRECK_RATIO``);
+        ``rows`` are those whose y lies far out (:func:`far_rows`)."""
+        raise FloatingPointError(
+            f"{type(self).__name__}: the one-step-ahead errors of this call lie far outside the variance it "
+            "predicted for them, and the posterior that absorbed them predicts this call's own rows with a "
+            f"median absolute error {wreck:.3g} times that of their median: it broke down, so the estimator "
+            "keeps its previous state. The call holds gross errors in y or X (outliers, which a Gaussian "
+            "likelihood follows without bound"
+            + (
+                f"; the targets of {_row_list(rows)} of this call lie over {np.sqrt(INCONSISTENT_EXCESS):.0f} "
+                "times the median absolute deviation of its y from their median"
+                if rows.size
+                else ""
+            )
+            + "): drop or fix them, then call partial_fit again; if the data have truly changed this much, "
+            "call fit to start over on the new rows."
+            + advice.target
+        )
+
+    def _refuse_invalid_posterior(self, advice: _CallAdvice, spec, prior_mean, X, obs_noise, grid) -> NoReturn:
+        """Raise the error of a posterior that became invalid during the call, with its most likely cause."""
+        self._refuse_non_finite_network(spec, prior_mean, X)
+        # A dense covariance update subtracts nearly equal numbers when the noise is tiny
+        # against the prior's output variance (about 1 on standardised targets): near
+        # 1e-7 of it, float32 round-off breaks its positivity (friedman1, yacht,
+        # diabetes: fc fits at 1e-6 and fails at 1e-7; in float64 it fits at both).
+        # A row of weight w enters with the noise R / w (a probe's linear fc model at weights
+        # 1e8 was told that its steps overshoot; float64 fits it exactly).
+        relative_noise = float(np.min(np.asarray(obs_noise))) if self._likelihood == "gaussian" else 1.0
+        relative_noise /= max(advice.heaviest, 1.0)
+        round_off = (
+            f"The observation noise is {relative_noise:.2g} of the variance of y"
+            + (f" (divided by the heaviest row weight, {advice.heaviest:.3g})" if advice.heaviest > 1 else "")
+            + ", near float32's resolution (1.2e-7): round-off in the covariance update breaks its positivity. "
+            "Use dtype='float64', or a larger obs_noise" + (" or smaller row weights." if advice.heaviest > 1 else ".")
+            if self.family == "fc" and np.dtype(self.dtype) == np.float32 and relative_noise < 1e-5
+            else ""
+        )
+        cause = (
+            round_off
+            if round_off
+            else "Plain-gradient steps on moment parameters (BOG, BBB) move the covariance by "
+            "learning_rate / 2 times the curvature, which turns it negative where that exceeds the "
+            f"variance: lower learning_rate (now {self.learning_rate!r}), raise sigma0 ({advice.scales}), or use "
+            "family='fc', 'diag' or 'dlr'."
+            if self.family in ("fc_mom", "diag_mom") and self.algorithm in ("bog", "bbb")
+            else "Moment-parameter families lose positive definiteness when sigma0^2 "
+            f"times the curvature exceeds 1: lower sigma0 ({advice.scales}), scale the inputs, or use "
+            "family='fc', 'diag' or 'dlr'."
+            if self.family in ("fc_mom", "diag_mom")
+            else "The prior is too wide for this network and data: "
+            + _either([f"lower sigma0 ({advice.scales})", *advice.other_remedies, "scale the inputs"])
+            + "."
+        )
+        raise FloatingPointError(
+            f"The {self.family!r} posterior became invalid (non-finite, or a variance "
+            "not positive) during the update"
+            + ("" if grid is None else " at every prior scale")
+            + "; the estimator keeps its previous state. "
+            # y, or X, off its fitted scale is the most specific cause: said first.
+            + (
+                advice.target.lstrip() + " If those rows are right, " + _lowered(cause)
+                if advice.target
+                else advice.input_shift.lead() + _lowered(cause)
+                if advice.input_shift is not None
+                else cause
+            )
+            + advice.dynamics
+            + advice.weights
+            + _before_the_fit(advice.prior)
+        )
+
+    def _refuse_diverged(
+        self, advice: _CallAdvice, health, X, conflict: float, divergence_conflict: float, static: bool
+    ) -> NoReturn:
+        """Raise the error of a call after which the posterior predicts far worse than a constant
+        (``health.diverged_given``), with the remedies that fit the case."""
+        sigma0_advice = (
+            f"{advice.sigma0_remedy.lower()} ({advice.sigma0_scales}; sigma0^2 times the squared size of the network's "
+            + (
+                "gradients must stay near the observation noise)"
+                if self._likelihood == "gaussian"
+                else "gradients must stay of order 1)"
+            )
+        )
+        scale_advice = "scale the inputs (e.g. StandardScaler)"
+        remedies = [sigma0_advice, scale_advice, *advice.other_remedies]
+        barely_moved = (
+            f"the weights moved only {np.sqrt(conflict):.2g} prior standard deviations from the prior mean "
+            "(root mean square), and the network there predicts this badly already"
+        )
+        if static and conflict < BARELY_MOVED and advice.light_weights:
+            # Rows of weight 0.001 count as a thousandth of a row each: the posterior stays at
+            # its prior (a probe's one-row stream was told to lower sigma0, which changes nothing);
+            # the light weights' advice follows.
+            remedies = [barely_moved]
+        elif self.algorithm != "bong" and static and conflict < BARELY_MOVED:
+            # The steps hardly moved the weights: the network at its prior mean predicts
+            # this badly already (a fuzzer's BOG at learning_rate 0.001 was told to lower it).
+            remedies = [f"raise the learning rate (now {self.learning_rate!r}): {barely_moved}", "scale the inputs"]
+        if self.model is None and _mean_square(X) > INPUT_MEAN_SQUARE:
+            # Unscaled inputs saturate the built-in MLP from its first layer on. A smaller
+            # sigma0 restrains weights that ran away (raw digits at sigma0 = 10: 6e7 prior
+            # standard deviations out), not a network the inputs saturate: raw breast_cancer
+            # and wine failed at every sigma0 down to 7e-4, each error saying to go lower.
+            runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED else []
+            unscaled = "scale the inputs (e.g. StandardScaler; they are far from unit scale)"
+            remedies = [unscaled, *runaway, *advice.other_remedies]
+        raise FloatingPointError(
+            f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
+            f"one-step-ahead predictions lost {health.model_mean_loss:.3g} nats per observation, against "
+            f"{health.divergence_baseline_mean_loss:.3g} for a constant predictor ({self._baseline_name})"
+            + (
+                f", and classified {health.model_accuracy:.0%} of them right against the constant's "
+                f"{health.baseline_accuracy:.0%}"
+                if self._likelihood == "categorical"
+                else ""
+            )
+            + (
+                f", with weights {np.sqrt(divergence_conflict):.2g} prior standard deviations from the prior mean"
+                if divergence_conflict > PRIOR_DIVERGED
+                else ""
+            )
+            + ". The posterior is finite but predicts garbage, so the estimator keeps its previous state."
+            # y (or X) off its fitted scale is the most specific cause, and the others' advice
+            # fails there (a probe followed the drift advice; the retry was refused again).
+            + (
+                advice.target + " If those rows are right, "
+                if advice.target
+                else " " + advice.input_shift.lead()
+                if advice.input_shift is not None
+                else advice.drift_refused + " "
+            )
+            + (
+                _either(remedies)
+                if advice.target or advice.input_shift is not None
+                else _capitalised(_either(remedies))
+            )
+            + "."
+            + advice.dynamics
+            + (advice.light_weights or advice.weights)
+            + _before_the_fit(advice.prior)
+        )
+
+    def _warn_inconsistent(self, advice: _CallAdvice, inconsistent, n_calls: int, static: bool) -> None:
+        """Warn that the errors of the last ``n_calls`` calls fail the filter-consistency test."""
+        ratio, excess, growth = inconsistent
+        how = (
+            f"their mean normalised squared error is {ratio:.3g} times that of the rows before, "
+            f"{max(excess, 0.0):.3g} rows' worth more than expected in all (one row about "
+            f"{np.sqrt(max(excess, 0.0)):.3g} predictive standard deviations out would give as much)"
+        )
+        span = "this call" if n_calls == 1 else f"the last {n_calls} calls"
+        _warn(
+            f"{type(self).__name__}: the one-step-ahead errors of {span} lie far outside the variance it "
+            f"predicted for them: {how} (the filter-consistency test of Kalman filtering). Its data have "
+            + (
+                "changed (drift: set process_noise so that the model forgets, or call fit to start over)"
+                if static and self.inflation is None
+                else "changed more than the dynamics allow (a larger process_noise, or call fit to start over)"
+            )
+            + f", y has changed scale or units, or {'the call holds' if n_calls == 1 else 'they hold'} "
+            "gross errors in y or X (outliers, which a "
+            "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
+            f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_gross_errors(self, advice: _CallAdvice, gross, in_order: bool) -> None:
+        """Warn that a few rows far out grew the adaptive noise (:func:`gross_errors`)."""
+        rows, farthest, growth = gross
+        where = (
+            f" ({_row_list(rows)} of this call)"
+            if in_order
+            else ""
+        )
+        _warn(
+            f"{type(self).__name__}: obs_noise='adaptive' grew {growth:.3g}-fold in this call (the standard "
+            f"deviations of predict(return_std=True) {np.sqrt(growth):.3g}-fold), mostly from {rows.size} "
+            f"row{'s' if rows.size > 1 else ''}{where} whose one-step-ahead error{'s' if rows.size > 1 else ''} "
+            f"lay up to {farthest:.3g} standard deviations of the noise before the call out: gross errors in y "
+            "or X (outliers, or a change of units), which the running average of the squared errors (LO-FI "
+            f"Eq. 66) takes in without bound and forgets only over about {2 / max(self.obs_noise_rate, 1e-12):.3g} "
+            "rows (2 / obs_noise_rate), and which also moved the weights. Drop or fix those rows (call fit to "
+            "start over without them); if the noise level itself jumped, the estimate follows it."
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_prior_conflict(
+        self,
+        advice: _CallAdvice,
+        health,
+        conflict: float,
+        pull: float,
+        learns_nothing: bool,
+        prior_scale: float,
+        grid,
+        belief_valid,
+    ) -> None:
+        """Warn that the posterior mean lies far out in the prior (:func:`prior_conflict`)."""
+        scale_advice = f"tune sigma0 (fitted with {prior_scale!r})"
+        if grid is not None:
+            # The search is done: say what it chose, and why no wider scale was kept.
+            broke = [float(scale) for scale in grid[~np.asarray(belief_valid, bool)] if scale > prior_scale]
+            scale_advice = f"sigma0={self.sigma0!r} chose {prior_scale:g} of {grid.tolist()}" + (
+                f", and the wider {broke} made the posterior invalid"
+                + (
+                    " (a moment family loses positive definiteness under a wide prior: family='fc', 'diag' or "
+                    "'dlr' take one)"
+                    if self.family in ("fc_mom", "diag_mom")
+                    else ""
+                )
+                + ";"
+                if broke
+                else ": try wider scales,"
+            )
+        _warn(
+            f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
+            f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
+            "prior mean, where a prior that suits the data gives at most about 1, and the prior pulls it "
+            f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
+            f"put it. The fit is likely degraded: {scale_advice} or scale the inputs."
+            + advice.weights
+            # Drift is a cause only where the predictions also got worse (a probe's stationary
+            # bandit, learning well, was told to forget, and forgetting raised its regret).
+            + (advice.drift_warned if learns_nothing else "")
+            + (
+                # Both conditions hold: one warning, which says the worse of the two too.
+                f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
+                f"are no better than a constant predictor's ({health.model_mean_loss:.3g} nats per "
+                f"observation against {health.baseline_mean_loss:.3g})."
+                if learns_nothing
+                else ""
+            )
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_overconfident(self, advice: _CallAdvice, health) -> None:
+        """Warn that the classifier's probabilities lose to a constant's while its labels do not."""
+        _warn(
+            f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
+            f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
+            + (
+                f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
+                if health.far_worse
+                else (
+                    "is no better than"
+                    if health.not_learning
+                    else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
+                )
+                + f" a constant predictor's ({health.baseline_mean_loss:.3g}, "
+            )
+            + f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
+            f"constant {health.baseline_accuracy:.0%})"
+            + (
+                ""
+                if health.far_worse
+                else f" and its Brier score is {health.model_brier / health.baseline_brier:.2g} times the "
+                "constant's"
+            )
+            + "."
+            + ("" if health.far_worse else advice.drift_warned)
+            + " Its probabilities are not to be trusted: "
+            f"{advice.sigma0_remedy.lower()} ({advice.sigma0_scales}), scale the inputs{advice.inflation_hint}"
+            + self._averaging_advice()
+            + advice.dynamics
+            + advice.weights
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_not_learning(self, advice: _CallAdvice, health, n_params: int) -> None:
+        """Warn that the one-step-ahead log-loss is no better, or barely better, than a constant's."""
+        comparison = (
+            "is no better than"
+            if health.not_learning
+            else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
+        )
+        _warn(
+            f"{type(self).__name__} is {'not' if health.not_learning else 'barely'} learning: over its last "
+            f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss "
+            f"({health.model_mean_loss:.3g} nats per observation) {comparison} a constant predictor's "
+            f"({health.baseline_mean_loss:.3g}, {self._baseline_name})"
+            + (
+                f"; it classified {health.model_accuracy:.0%} of them right"
+                if self._likelihood == "categorical"
+                else ""
+            )
+            + "."
+            + advice.drift_warned
+            + " If y depends on X, try another sigma0"
+            + f" ({advice.sigma0_scales}: too small a prior learns nothing, too wide a one diverges)"
+            + (", another learning_rate" if self.algorithm != "bong" else "")
+            + " or scale the inputs; if it does not, there is nothing to learn."
+            + ("" if advice.drift_warned else self._rank_advice(n_params))
+            + self._empirical_fisher_advice()
+            + (advice.light_weights or advice.weights)
+            + advice.dynamics
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_squared_errors(self, advice: _CallAdvice, health) -> None:
+        """Warn that a regressor is no better than the running mean of y in squared error."""
+        _warn(
+            f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
+            f"observations its one-step-ahead squared errors are {health.squared_error_ratio:.3g} times those of "
+            "the running mean of y, though its Gaussian log-loss scores better than the mean's: targets with "
+            "heavy tails or a few extreme values (a log-normal or exponential y, prices, counts) mislead "
+            "Gaussian scores, and its predictions are no better than a constant. Transform y to a scale on "
+            "which its spread is even (e.g. TransformedTargetRegressor(regressor, func=np.log1p, "
+            "inverse_func=np.expm1) for positive y), or drop the extreme rows; if y depends on X, try another "
+            f"sigma0 ({advice.sigma0_scales}) or scale the inputs."
+            + advice.drift_warned
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_forgotten(self, advice: _CallAdvice, forgotten) -> None:
+        """Warn that the posterior lost the call's early rows (:meth:`_forgotten_rows`)."""
+        how = self._in_sample_comparison(*forgotten[1:])
+        _warn(
+            f"{type(self).__name__}: the fitted posterior predicts the rows of this call worse than a constant "
+            f"fitted to them ({how}), although one step ahead it predicted them better than a running constant "
+            "did: it followed the latest rows and lost the others. Rows sorted by label or by target, or "
+            "arriving in blocks, do this. Shuffle the rows (fit does unless shuffle=False; partial_fit takes "
+            "them in the order given)."
+            # so do rows of weight far above the others' (a probe's one row of weight 1e8)
+            + (advice.light_weights or advice.weights)
+            + (
+                advice.drift_warned
+                or " If the data do change over time and the latest rows are what matters, set process_noise, "
+                "under which this check is not made."
+            ),
+            ConvergenceWarning,
+        )
+
+    def _warn_few_steps(self, advice: _CallAdvice, forgotten, n_steps: int) -> None:
+        """Warn that a fit of fewer than ``MIN_STEPS`` steps predicts its own rows worse than a constant."""
+        how = self._in_sample_comparison(*forgotten[1:])
+        _warn(
+            f"{type(self).__name__}: the fitted posterior predicts the rows it was fitted on worse than a "
+            f"constant fitted to them ({how}). The call took {n_steps} step(s) of batch_size={self.batch_size} "
+            "rows: each step absorbs its rows at one linearisation point, and fewer than "
+            f"{MIN_STEPS} steps leave the running check without a verdict. Use a smaller batch_size (the "
+            "paper's is 1)"
+            + (f", {advice.sigma0_remedy.lower()} ({advice.sigma0_scales})" if self._sigma0_grid() is None else "")
+            + " or scale the inputs."
+            + advice.weights
+            + advice.target,
+            ConvergenceWarning,
+        )
+
+    def _warn_noise_mismatch(
+        self, advice: _CallAdvice, health, config, X, obs_noise, calibrated: bool, y_loc_scale, n_outputs: int
+    ) -> None:
+        """Warn that the predictive variance does not match the errors, with the cause: process noise
+        widening the weights, a fitted noise that does not follow them, or a fixed noise."""
         mismatch = (
             f"{type(self).__name__}: its predictive variance does not match its errors: over its last "
             f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss, with the variance of "
             "predict(return_std=True)"
         )
-        if repeated:
-            pass
-        elif condition == "inconsistent":
-            ratio, excess, growth = inconsistent
-            how = (
-                f"their mean normalised squared error is {ratio:.3g} times that of the rows before, "
-                f"{max(excess, 0.0):.3g} rows' worth more than expected in all (one row about "
-                f"{np.sqrt(max(excess, 0.0)):.3g} predictive standard deviations out would give as much)"
-            )
-            span = "this call" if inconsistent_calls == 1 else f"the last {inconsistent_calls} calls"
-            _warn(
-                f"{type(self).__name__}: the one-step-ahead errors of {span} lie far outside the variance it "
-                f"predicted for them: {how} (the filter-consistency test of Kalman filtering). Its data have "
-                + (
-                    "changed (drift: set process_noise so that the model forgets, or call fit to start over)"
-                    if static and self.inflation is None
-                    else "changed more than the dynamics allow (a larger process_noise, or call fit to start over)"
-                )
-                + f", y has changed scale or units, or {'the call holds' if inconsistent_calls == 1 else 'they hold'} "
-                "gross errors in y or X (outliers, which a "
-                "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
-                f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "gross_errors":
-            rows, farthest, growth = gross
-            where = (
-                f" ({_row_list(rows)} of this call)"
-                if n_passes == 1 and not shuffle
-                else ""
-            )
-            _warn(
-                f"{type(self).__name__}: obs_noise='adaptive' grew {growth:.3g}-fold in this call (the standard "
-                f"deviations of predict(return_std=True) {np.sqrt(growth):.3g}-fold), mostly from {rows.size} "
-                f"row{'s' if rows.size > 1 else ''}{where} whose one-step-ahead error{'s' if rows.size > 1 else ''} "
-                f"lay up to {farthest:.3g} standard deviations of the noise before the call out: gross errors in y "
-                "or X (outliers, or a change of units), which the running average of the squared errors (LO-FI "
-                f"Eq. 66) takes in without bound and forgets only over about {2 / max(self.obs_noise_rate, 1e-12):.3g} "
-                "rows (2 / obs_noise_rate), and which also moved the weights. Drop or fix those rows (call fit to "
-                "start over without them); if the noise level itself jumped, the estimate follows it."
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "prior_conflict":
-            scale_advice = f"tune sigma0 (fitted with {prior_scale!r})"
-            if grid is not None:
-                # The search is done: say what it chose, and why no wider scale was kept.
-                broke = [float(scale) for scale in grid[~np.asarray(belief_valid, bool)] if scale > prior_scale]
-                scale_advice = f"sigma0={self.sigma0!r} chose {prior_scale:g} of {grid.tolist()}" + (
-                    f", and the wider {broke} made the posterior invalid"
-                    + (
-                        " (a moment family loses positive definiteness under a wide prior: family='fc', 'diag' or "
-                        "'dlr' take one)"
-                        if self.family in ("fc_mom", "diag_mom")
-                        else ""
-                    )
-                    + ";"
-                    if broke
-                    else ": try wider scales,"
-                )
-            _warn(
-                f"{type(self).__name__}: the prior scale conflicts with the data: the posterior mean lies "
-                f"{np.sqrt(conflict):.3g} prior standard deviations per weight (root mean square) from the "
-                "prior mean, where a prior that suits the data gives at most about 1, and the prior pulls it "
-                f"at least {np.sqrt(pull):.3g} posterior standard deviations from where the data alone would "
-                f"put it. The fit is likely degraded: {scale_advice} or scale the inputs."
-                + weight_advice
-                # Drift is a cause only where the predictions also got worse (a probe's stationary
-                # bandit, learning well, was told to forget, and forgetting raised its regret).
-                + (drift_warning if learns_nothing else "")
-                + (
-                    # Both conditions hold: one warning, which says the worse of the two too.
-                    f" Its one-step-ahead predictions over the last ~{min(HORIZON, health.n_scored)} observations "
-                    f"are no better than a constant predictor's ({health.model_mean_loss:.3g} nats per "
-                    f"observation against {health.baseline_mean_loss:.3g})."
-                    if learns_nothing
-                    else ""
-                )
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "overconfident":
-            _warn(
-                f"{type(self).__name__} is overconfident: over its last ~{min(HORIZON, health.n_scored)} "
-                f"observations its one-step-ahead log-loss ({health.model_mean_loss:.3g} nats per observation) "
-                + (
-                    f"is far worse than a constant predictor's ({health.divergence_baseline_mean_loss:.3g}, "
-                    if health.far_worse
-                    else (
-                        "is no better than"
-                        if health.not_learning
-                        else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
-                    )
-                    + f" a constant predictor's ({health.baseline_mean_loss:.3g}, "
-                )
-                + f"{self._baseline_name}), although it classified {health.model_accuracy:.0%} of them right (the "
-                f"constant {health.baseline_accuracy:.0%})"
-                + (
-                    ""
-                    if health.far_worse
-                    else f" and its Brier score is {health.model_brier / health.baseline_brier:.2g} times the "
-                    "constant's"
-                )
-                + "."
-                + ("" if health.far_worse else drift_warning)
-                + " Its probabilities are not to be trusted: "
-                f"{sigma0_remedy.lower()} ({sigma0_scales}), scale the inputs{inflation_hint}"
-                + self._averaging_advice()
-                + dynamics_advice
-                + weight_advice
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "not_learning":
-            comparison = (
-                "is no better than"
-                if health.not_learning
-                else f"is only {-health.excess_loss / health.baseline_mean_loss:.0%} below"
-            )
-            _warn(
-                f"{type(self).__name__} is {'not' if health.not_learning else 'barely'} learning: over its last "
-                f"~{min(HORIZON, health.n_scored)} observations its one-step-ahead log-loss "
-                f"({health.model_mean_loss:.3g} nats per observation) {comparison} a constant predictor's "
-                f"({health.baseline_mean_loss:.3g}, {self._baseline_name})"
-                + (
-                    f"; it classified {health.model_accuracy:.0%} of them right"
-                    if self._likelihood == "categorical"
-                    else ""
-                )
-                + "."
-                + drift_warning
-                + " If y depends on X, try another sigma0"
-                + f" ({sigma0_scales}: too small a prior learns nothing, too wide a one diverges)"
-                + (", another learning_rate" if self.algorithm != "bong" else "")
-                + " or scale the inputs; if it does not, there is nothing to learn."
-                + ("" if drift_warning else self._rank_advice(spec.n_params))
-                + self._empirical_fisher_advice()
-                + (light_weight_advice or weight_advice)
-                + dynamics_advice
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "squared_errors":
-            _warn(
-                f"{type(self).__name__} is not learning: over its last ~{min(HORIZON, health.n_scored)} "
-                f"observations its one-step-ahead squared errors are {health.squared_error_ratio:.3g} times those of "
-                "the running mean of y, though its Gaussian log-loss scores better than the mean's: targets with "
-                "heavy tails or a few extreme values (a log-normal or exponential y, prices, counts) mislead "
-                "Gaussian scores, and its predictions are no better than a constant. Transform y to a scale on "
-                "which its spread is even (e.g. TransformedTargetRegressor(regressor, func=np.log1p, "
-                "inverse_func=np.expm1) for positive y), or drop the extreme rows; if y depends on X, try another "
-                f"sigma0 ({sigma0_scales}) or scale the inputs."
-                + drift_warning
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "forgotten":
-            how = self._in_sample_comparison(*forgotten[1:])
-            _warn(
-                f"{type(self).__name__}: the fitted posterior predicts the rows of this call worse than a constant "
-                f"fitted to them ({how}), although one step ahead it predicted them better than a running constant "
-                "did: it followed the latest rows and lost the others. Rows sorted by label or by target, or "
-                "arriving in blocks, do this. Shuffle the rows (fit does unless shuffle=False; partial_fit takes "
-                "them in the order given)."
-                # so do rows of weight far above the others' (a probe's one row of weight 1e8)
-                + (light_weight_advice or weight_advice)
-                + (
-                    drift_warning
-                    or " If the data do change over time and the latest rows are what matters, set process_noise, "
-                    "under which this check is not made."
-                ),
-                ConvergenceWarning,
-            )
-        elif condition == "few_steps":
-            how = self._in_sample_comparison(*forgotten[1:])
-            n_steps = n_passes * -(-X.shape[0] // self.batch_size)
-            _warn(
-                f"{type(self).__name__}: the fitted posterior predicts the rows it was fitted on worse than a "
-                f"constant fitted to them ({how}). The call took {n_steps} step(s) of batch_size={self.batch_size} "
-                "rows: each step absorbs its rows at one linearisation point, and fewer than "
-                f"{MIN_STEPS} steps leave the running check without a verdict. Use a smaller batch_size (the "
-                "paper's is 1)"
-                + (f", {sigma0_remedy.lower()} ({sigma0_scales})" if self._sigma0_grid() is None else "")
-                + " or scale the inputs."
-                + weight_advice
-                + target_advice,
-                ConvergenceWarning,
-            )
-        elif condition == "noise_mismatch" and (
-            ratio := self._widened_by_process_noise(config, X, health, obs_noise, calibrated)
-        ):
+        if ratio := self._widened_by_process_noise(config, X, health, obs_noise, calibrated):
             # Whatever the noise setting: the weights' part of the variance grew past the errors.
             _warn(
                 f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
@@ -2459,7 +2519,7 @@ class _BaseBONG(BaseEstimator):
                 ),
                 ConvergenceWarning,
             )
-        elif condition == "noise_mismatch" and not self._fixed_noise:
+        elif not self._fixed_noise:
             # A noise fitted to the errors ("calibrated", "adaptive") that still does not
             # match them: the weights' part of the variance moved away from them.
             if self.inflation == "simple":
@@ -2480,18 +2540,18 @@ class _BaseBONG(BaseEstimator):
                         if self.obs_noise == "calibrated"
                         else "."
                     )
-                    + (" If the data drift, set process_noise." if not dynamics_advice else "")
+                    + (" If the data drift, set process_noise." if not advice.dynamics else "")
                 )
             _warn(
                 f"{mismatch}, is {health.noise_excess:.3g} nats per observation above that of the same predictions "
                 "with the variance of their errors." + cause,
                 ConvergenceWarning,
             )
-        elif condition == "noise_mismatch":
+        else:
             # Per output: obs_noise is in the filter's standardised units (each output's own),
             # the advice in the user's, where the outputs' errors may differ by orders of magnitude.
             errors = health.mean_square_errors()  # the filter's units
-            ratios = errors / np.broadcast_to(np.asarray(obs_noise, np.float64), Y.shape[1:])
+            ratios = errors / np.broadcast_to(np.asarray(obs_noise, np.float64), (n_outputs,))
             errors = errors * (1.0 if y_loc_scale is None else np.ravel(y_loc_scale[1]) ** 2)
             narrow = bool(np.any(ratios > 1))
             if ratios.size == 1:
@@ -2509,9 +2569,9 @@ class _BaseBONG(BaseEstimator):
                     f"a noise per output near {np.array2string(errors, precision=3)}, which one obs_noise cannot give "
                     "(use 'calibrated', 'adaptive', or one regressor per output)"
                 )
-            # Static weights: no dynamics (dynamics_advice says nothing, as for drift_advice)
+            # Static weights: no dynamics (advice.dynamics says nothing, as for advice.drift_refused)
             # and no inflation.
-            static_weights = not dynamics_advice and self.inflation is None
+            static_weights = not advice.dynamics and self.inflation is None
             partial_covariance = (
                 f" A {self.family!r} posterior keeps only part of the covariance of the weights, which can also "
                 "make its predictive too narrow."
@@ -2532,7 +2592,7 @@ class _BaseBONG(BaseEstimator):
                 )
                 + partial_covariance
                 + " Use obs_noise='calibrated' (the default), which scales the predictive variance to the errors"
-                + (", or 'adaptive', which follows a noise level that changes" if dynamics_advice else "")
+                + (", or 'adaptive', which follows a noise level that changes" if advice.dynamics else "")
                 + f", or, where the errors are mostly observation noise, {suggestion}."
                 + (
                     " If the data drift, static weights cannot follow them: set process_noise."
@@ -2541,25 +2601,118 @@ class _BaseBONG(BaseEstimator):
                 ),
                 ConvergenceWarning,
             )
-        self._warn_if_output_scales_apart(calibrated, scaled, n_seen, chosen, obs_noise, reference_noise, reset)
-        for message in prior_advice:
-            _warn(f"{type(self).__name__}: {message}", ConvergenceWarning)
-        if self.prequential:
-            if reset or not hasattr(self, "prequential_log_prob_"):
-                record, n_shown = _GrowingRecord((log_prob[:0], prediction[:0])), 0
-            else:
-                n_shown = len(self.prequential_log_prob_)
-                record = self.__dict__.get("_prequential_record")
-                if record is None:  # unpickled: the record is not pickled (__getstate__)
-                    record = _GrowingRecord((self.prequential_log_prob_, self.prequential_prediction_))
-            self._prequential_record, (self.prequential_log_prob_, self.prequential_prediction_) = record.extended(
-                n_shown, (log_prob, prediction)
+
+    def _call_advice(
+        self,
+        grid: np.ndarray | None,
+        prior_scale: float | None,
+        *,
+        reset: bool,
+        n_rows: int,
+        sample_weight: np.ndarray | None,
+        target_advice: str,
+        input_shift: _InputShift | None,
+        prior_advice: list[str],
+    ) -> _CallAdvice:
+        """The sentences of advice that this call's refusals and health warnings share
+        (:class:`_CallAdvice`), from the settings, the prior scales tried (``grid``, the
+        sweep's, or None), the one the posterior was fitted with, and the call's ``n_rows``
+        rows and their weights."""
+        scales = f"now {self.sigma0!r}; or sigma0='auto'" if grid is None else f"all of {grid.tolist()}"
+        # Remedies besides sigma0 and the inputs: a smaller learning rate where one acts, and a
+        # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
+        # direction the data do not constrain).
+        other_remedies = (["lower the learning rate"] if self.algorithm != "bong" else []) + (
+            [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
+        )
+        inflation_hint = (
+            f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
+        )
+        # What beyond sigma0 may have made the steps overshoot: the dynamics, or weights above
+        # 1 (a row of weight w enters as w observations of it, skbong.core.MAX_STEP_WEIGHT).
+        heaviest = 0.0 if sample_weight is None else float(np.max(sample_weight, initial=0.0))
+        dynamics_advice = self._dynamics_advice()
+        # Weights far below 1 (e.g. normalised to sum to 1) make the whole call count as a
+        # few observations: the posterior then stays near the prior and learns little.
+        mean_weight = 1.0 if sample_weight is None else float(np.mean(sample_weight))
+        class_weighted = bool(getattr(self, "class_weight", None))
+        weight_advice = (
+            f" The row weights{' (sample_weight times class_weight)' if class_weighted else ''} "
+            f"reach {heaviest:.3g}: a row of weight w enters as w observations of it"
+            + (
+                f", in linearised steps of at most {MAX_STEP_WEIGHT:g} (at most {MAX_SUBSTEPS} a row)"
+                if self._likelihood == "categorical"
+                else ""
             )
-        else:
-            # A record with a gap would misstate the stream: a call without recording ends it.
-            for name in ("prequential_log_prob_", "prequential_prediction_", "_prequential_record"):
-                self.__dict__.pop(name, None)
-        return obs_noise
+            + ", so weights far above 1 make the steps overshoot; "
+            + (
+                "rescale them (e.g. to a mean of 1)."
+                if heaviest <= HEAVY_RATIO * mean_weight
+                # Rescaled to a mean of 1, weights that far apart (class_weight="balanced" on a
+                # rare class) keep their heaviest far above 1: cap the heaviest instead.
+                else f"they reach {heaviest / mean_weight:.3g} times their mean, so rescale them to weigh at most "
+                f"about {HEAVY_RATIO:g} (sample_weight=w * {HEAVY_RATIO:g} / w.max()"
+                + (
+                    ", with class_weight=None and w from sklearn.utils.class_weight.compute_sample_weight"
+                    if class_weighted
+                    else ""
+                )
+                + ")."
+            )
+            # Weights already capped as that advice says are not told to cap them again.
+            if heaviest > 1 and not (HEAVY_RATIO * mean_weight < heaviest <= HEAVY_RATIO * (1 + 1e-6))
+            else ""
+        )
+        light_weight_advice = (
+            f" The row weights average {mean_weight:.3g}: a row of weight w enters as w observations of it, so "
+            f"{'the one row' if n_rows == 1 else f'the {n_rows} rows'} of this call weigh"
+            f"{'s' if n_rows == 1 else ''} as much as {mean_weight * n_rows:.3g} of weight 1 and "
+            "the posterior stays near its prior; rescale them (e.g. to a mean of 1)."
+            # a mean below LIGHT_WEIGHTS, or rows that together weigh at most one (weights
+            # normalised to sum to 1 on 60 rows: R^2 0.27 against 0.97, told to change sigma0)
+            if 0 < mean_weight and (mean_weight < LIGHT_WEIGHTS or 1 < n_rows and mean_weight * n_rows <= 1)
+            else ""
+        )
+        # A stream that a verdict found clearly learning, with static weights: the rows may
+        # have changed (drift), which a posterior confident in the rows before cannot follow.
+        # (Not said of a stream no verdict found learning: two probes got it at the first.)
+        drift_cause = (
+            " This stream predicted well earlier: if its data have changed (drift), a posterior "
+            "over static weights stays confident in the rows before and cannot follow them. Set "
+            f"{_bounded_forgetting(prior_scale)} (sigma0 = {float(prior_scale):.3g} as fitted) "
+            "so that it forgets (about the last 500 rows count; the weights' variance then stays at sigma0^2, "
+            "where process_noise alone grows it by q a row without bound)"
+            if not reset
+            and not dynamics_advice
+            and self.__dict__.get("_learned", False)
+            and prior_scale is not None
+            # Inputs on another scale are the more specific cause, told with its own remedy.
+            and input_shift is None
+            else ""
+        )
+        # The error refused the call's rows; a warning's call has absorbed them.
+        start_over = " call fit to start over on the new rows."
+        drift_advice = drift_cause and drift_cause + ", then call partial_fit again, or" + start_over
+        drift_warning = drift_cause and drift_cause + " from the next call on, or" + start_over
+        # sigma0 sets the prior, which only a fit (or a first partial_fit) takes.
+        sigma0_remedy = "Lower sigma0" if reset else "Refit with a smaller sigma0"
+        sigma0_scales = scales if reset else f"only fit sets the prior; {scales}"
+        return _CallAdvice(
+            scales=scales,
+            other_remedies=other_remedies,
+            inflation_hint=inflation_hint,
+            heaviest=heaviest,
+            dynamics=dynamics_advice,
+            weights=weight_advice,
+            light_weights=light_weight_advice,
+            drift_refused=drift_advice,
+            drift_warned=drift_warning,
+            sigma0_remedy=sigma0_remedy,
+            sigma0_scales=sigma0_scales,
+            target=target_advice,
+            input_shift=input_shift,
+            prior=prior_advice,
+        )
 
     def _warn_if_output_scales_apart(self, calibrated, scaled, n_seen, chosen, obs_noise, reference_noise, reset):
         """Say, when it appears, that the outputs of a regressor with one fitted noise scale

@@ -629,10 +629,6 @@ class _CountsCalls(nnx.Module):  # a Python int held in an nnx.Variable, a Pytho
         return self.linear(x) * self.temperature
 
 
-class _Chain(nnx.Sequential):  # a subclass: never taken for the recognised dense chain
-    pass
-
-
 def _tied_chain(n_features, n_outputs, rngs, chain=nnx.Sequential):
     """A chain of Linear layers, two of which share one bias nnx.Param."""
     first, second = nnx.Linear(n_features, 6, rngs=rngs), nnx.Linear(6, 6, rngs=rngs)

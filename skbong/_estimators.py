@@ -108,12 +108,13 @@ from .core._curvature import layer_weights
 from .core._dynamics import latent_prior_at
 from .core._filter import (
     CPU_RUN_ONCE_OPTIONS,
-    _dense_rows,
+    _dense_padded,
     _device_memory,
     _is_sparse,
     _jit,
     _padded_blocks,
     _row_source,
+    _rows_per_block,
     default_key,
 )
 
@@ -3203,8 +3204,10 @@ class _BaseBONG(BaseEstimator):
         gradient = jax.jit(jax.grad(lambda theta, x: jnp.sum(spec.apply(theta, x))))
         source = _row_source(X)
         with _x64_scope(self.dtype):
-            for start in range(0, X.shape[0], 512):
-                rows = np.asarray(_dense_rows(source, slice(start, start + 512)), self.dtype)
+            step = _rows_per_block(X.shape[1], self.dtype, 512)
+            for start in range(0, X.shape[0], step):
+                n_rows = min(X.shape[0], start + step) - start
+                rows = _dense_padded(source, slice(start, start + step), n_rows, self.dtype)  # not padded
                 if not np.all(np.isfinite(np.asarray(gradient(mean, rows)))):
                     raise FloatingPointError(
                         f"The gradient of {what}'s outputs in its weights is not finite (NaN or inf) at its "

@@ -100,3 +100,29 @@ def test_sparse_X_is_never_dense_as_a_whole():
     assert peak < dense_bytes / 2
     assert proba.shape == (6000, 2)
     assert estimator.score(X, y) > 0.9
+
+
+def test_wide_rows_are_densified_within_the_chunk_budget(monkeypatch):
+    # 300 rows of 20,000 columns: 80 KB a row in float32. With a budget of 1 MiB a chunk
+    # holds 8 one-row steps (the longest of STEP_BUCKETS that fits) and a prediction block
+    # 8 rows, so numpy's peak stays near one such chunk, where a call padded to its bucket
+    # of 512 steps densified 41 MB (and 48 MB more for the float64 rows it came from).
+    X = sp.random(300, 20000, density=2e-3, format="csr", random_state=0, dtype=np.float32)
+    y = (X @ np.random.default_rng(0).normal(size=20000) > 0).astype(int)
+    params = {"hidden_layer_sizes": (), "family": "diag", "sigma0": 3.0, "random_state": 0}
+    default = BONGClassifier(**params).partial_fit(X, y, classes=[0, 1])
+    expected = default.predict_proba(X)
+    monkeypatch.setattr("skbong.core._filter.DENSE_CHUNK_BYTES", 1 << 20)
+    budgeted = BONGClassifier(**params)
+    tracemalloc.start()
+    try:
+        budgeted.partial_fit(X, y, classes=[0, 1])
+        proba = budgeted.predict_proba(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+    np.testing.assert_allclose(
+        np.asarray(budgeted.posterior_[0]), np.asarray(default.posterior_[0]), rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(proba, expected, rtol=1e-5, atol=1e-7)

@@ -65,6 +65,7 @@ from ._families import (
     FullCovState,
 )
 from ._filter import (
+    DENSE_CHUNK_BYTES,
     MAX_STEP_WEIGHT,
     MAX_SUBSTEPS,
     PREDICT_CHUNK,
@@ -161,6 +162,7 @@ __all__ = [
     "MAX_STEP_WEIGHT",
     "MAX_SUBSTEPS",
     "PREDICT_CHUNK",
+    "DENSE_CHUNK_BYTES",
     "STEP_BUCKETS",
     "UNDEFINED",
     "UpdateRule",

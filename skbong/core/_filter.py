@@ -62,6 +62,7 @@ __all__ = [
     "update_step",
     "STEP_BUCKETS",
     "PREDICT_CHUNK",
+    "DENSE_CHUNK_BYTES",
     "MAX_STEP_WEIGHT",
     "MAX_SUBSTEPS",
 ]
@@ -86,6 +87,12 @@ MAX_SUBSTEPS = 16
 #: Rows per prediction call; every row is always computed in a batch of this size,
 #: so predictions do not depend on which other rows are predicted with it.
 PREDICT_CHUNK = 256
+#: The most bytes of dense input rows that one compiled call takes (a sparse ``X`` is
+#: densified one chunk at a time): wide rows take chunks of fewer steps, down to
+#: ``STEP_BUCKETS[0]``, and prediction blocks of fewer rows, halving ``PREDICT_CHUNK``.
+#: Text hashed to 2**18 columns is 1 MB a row in float32: a 125-step call padded to 512
+#: steps of 8 rows densified 4 GB (a probe, at 2**16 columns: 2.6 GB of memory for 1,000 rows).
+DENSE_CHUNK_BYTES = 64 << 20
 
 #: XLA options of every compiled entry point, on CPU: nothing goes to YNNPACK. XLA (jaxlib
 #: 0.10) hands dots and loop fusions to it by default. It ran the loop fusions that mix pads,
@@ -966,6 +973,22 @@ def _bucket(n_steps: int) -> int:
     return next(b for b in STEP_BUCKETS if b >= n_steps)
 
 
+def _steps_per_chunk(n_columns: int, batch_size: int, dtype) -> int:
+    """The longest of ``STEP_BUCKETS`` whose steps of ``batch_size`` dense rows of
+    ``n_columns`` fit in ``DENSE_CHUNK_BYTES`` (the shortest where none does)."""
+    step_bytes = batch_size * n_columns * np.dtype(dtype).itemsize
+    return max((b for b in STEP_BUCKETS if b * step_bytes <= DENSE_CHUNK_BYTES), default=STEP_BUCKETS[0])
+
+
+def _rows_per_block(n_columns: int, dtype, block_rows: int) -> int:
+    """``block_rows``, halved until that many dense rows of ``n_columns`` fit in
+    ``DENSE_CHUNK_BYTES`` (at least one row)."""
+    row_bytes = n_columns * np.dtype(dtype).itemsize
+    while block_rows > 1 and block_rows * row_bytes > DENSE_CHUNK_BYTES:
+        block_rows //= 2
+    return block_rows
+
+
 def run_filter(
     config: FilterConfig,
     state,
@@ -1021,7 +1044,7 @@ def run_filter(
         stay one. Defaults to ones.
     callback : callable, optional
         ``callback(n_rows_done, records)``, called after each compiled chunk of at most
-        ``STEP_BUCKETS[-1]`` steps has been computed (for progress reports):
+        ``STEP_BUCKETS[-1]`` steps (fewer for wide rows, :data:`DENSE_CHUNK_BYTES`) has been computed (for progress reports):
         ``n_rows_done`` counts the rows of ``X`` absorbed so far and ``records`` is the
         chunk's ``(log_prob, mean)`` (None without ``record``).
     latent_prior : LatentPrior, optional
@@ -1517,14 +1540,15 @@ def _run_chunks_unchecked(
         config.likelihood, "fixed_output_curvature", False
     )
     n_steps = -(-X.shape[0] // batch_size)
+    most_steps = _steps_per_chunk(int(np.prod(X.shape[1:])), batch_size, dtype)
     records = []
     valid = None
     start = 0
     while start < n_steps:
-        length = min(n_steps - start, STEP_BUCKETS[-1])
+        length = min(n_steps - start, most_steps)
         bucket = _bucket(length)
         rows = slice(start * batch_size, (start + length) * batch_size)
-        xs = _pad_rows(_dense_rows(X, rows), bucket * batch_size).reshape(bucket, batch_size, -1)
+        xs = _dense_padded(X, rows, bucket * batch_size, dtype).reshape(bucket, batch_size, -1)
         ys = _pad_rows(Y[rows], bucket * batch_size).reshape(bucket, batch_size, -1)
         # Padding rows weigh zero.
         ws = _pad_rows(weights[rows], bucket * batch_size).reshape(bucket, batch_size)
@@ -1533,7 +1557,7 @@ def _run_chunks_unchecked(
         state, out, valid = scan(
             config,
             state,
-            np.asarray(xs, dtype),
+            xs,
             np.asarray(ys, dtype),
             np.asarray(ws, dtype),
             hyper,
@@ -1631,13 +1655,28 @@ def _dense_rows(X, rows) -> np.ndarray:
     return block.toarray() if _is_sparse(block) else block
 
 
+def _dense_padded(X, rows: slice, n_rows: int, dtype) -> np.ndarray:
+    """The rows ``X[rows]`` of a :func:`_row_source` as a dense ``(n_rows, ...)`` array of
+    ``dtype``, zero-padded: a sparse block is written straight into it, with no dense copy
+    in its own dtype and no second one to pad (wide rows: a probe's 64 rows of 2**18 columns
+    took 0.8 GB for 0.07 GB of float32 rows)."""
+    block = X[rows]
+    if not _is_sparse(block):
+        return np.asarray(_pad_rows(block, n_rows), dtype)
+    out = np.zeros((n_rows, block.shape[1]), dtype)
+    block.astype(dtype, copy=False).toarray(out=out[: block.shape[0]])
+    return out
+
+
 def _padded_blocks(X, dtype, block_rows: int = PREDICT_CHUNK):
-    """``(block, n_rows)`` for consecutive ``block_rows``-row blocks of ``X``, each
-    zero-padded to ``block_rows`` rows so every call reuses one compiled shape."""
+    """``(block, n_rows)`` for consecutive blocks of ``X`` of ``block_rows`` rows (fewer for
+    wide rows, :func:`_rows_per_block`), each zero-padded to that many rows so every call
+    reuses one compiled shape."""
     X = _row_source(X)
+    block_rows = _rows_per_block(int(np.prod(X.shape[1:])), dtype, block_rows)
     for start in range(0, X.shape[0], block_rows):
-        chunk = _dense_rows(X, slice(start, start + block_rows))
-        yield np.asarray(_pad_rows(chunk, block_rows), dtype), chunk.shape[0]
+        rows = slice(start, start + block_rows)
+        yield _dense_padded(X, rows, block_rows, dtype), min(X.shape[0], start + block_rows) - start
 
 
 @_jit(static_argnames=("config", "predictive"))
@@ -1665,7 +1704,8 @@ def predict_distribution(
         Randomness of a stochastic predictive; every chunk of rows uses the same key, so
         a row's prediction does not depend on the rows predicted with it.
     block_rows : int, default=PREDICT_CHUNK
-        Rows per compiled call (the last block zero-padded). The padding rows are computed
+        Rows per compiled call (the last block zero-padded), halved for wide rows until a
+        block's dense rows fit in :data:`DENSE_CHUNK_BYTES`. The padding rows are computed
         too: a few rows of a large network (per-row Jacobians) cost less in a small block.
 
     Returns

@@ -806,6 +806,13 @@ def _mean_square(X) -> float:
     return float(sum(np.sum(np.square(stored[i : i + (1 << 20)], dtype=np.float64)) for i in chunks) / n_entries)
 
 
+def _rows_with_entries(X) -> int:
+    """The number of rows of ``X`` (dense, or sparse CSR) with any nonzero entry."""
+    if _is_sparse(X):
+        return int(np.count_nonzero(np.diff(X.indptr)))
+    return int(np.count_nonzero(np.any(X, axis=1)))
+
+
 def _either(remedies: list[str]) -> str:
     """``"a, b or c"``: remedies joined as alternatives."""
     return remedies[0] if len(remedies) == 1 else ", ".join(remedies[:-1]) + " or " + remedies[-1]
@@ -829,14 +836,16 @@ def _capitalised(text: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class _InputShift:
     """A call's inputs judged on another scale than the rows absorbed before it
-    (:meth:`_BaseBONG._check_input_scale`): mean squares of the entries ``now`` and
-    ``before``, over the last ``calls`` calls, and whether the warning is due."""
+    (:meth:`_BaseBONG._check_input_scale`): mean squares of the entries of the rows that
+    have any, ``now`` and ``before``, over the last ``calls`` calls, whether the warning is
+    due, and whether the call's ``X`` is sparse."""
 
     estimator: str
     now: float
     before: float
     calls: int
     due: bool
+    sparse: bool
 
     def _span(self) -> str:
         return "this call" if self.calls == 1 else f"the last {self.calls} calls"
@@ -847,16 +856,29 @@ class _InputShift:
 
     def comparison(self) -> str:
         return (
-            f"{self._span()} are {self._times()} than the rows it learned before (mean square of the entries "
-            f"{self.now:.3g} against {self.before:.3g})"
+            f"{self._span()} are {self._times()} than the rows it learned before (mean square of the entries of "
+            f"the rows that have any, {self.now:.3g} against {self.before:.3g})"
         )
 
     def warning(self) -> str:
         return (
             f"{self.estimator}: the inputs of {self._span()} are on another scale than the rows it learned before "
-            f"(mean square of the entries {self.now:.3g} against {self.before:.3g}, {self._times()}). The network "
-            "learned the earlier scale and predicts these rows poorly: transform every call's X as fit's was (e.g. "
-            "with the same fitted StandardScaler's transform)."
+            f"(mean square of the entries of the rows that have any, {self.now:.3g} against {self.before:.3g}, "
+            f"{self._times()}). The network learned the earlier scale, so its predictions on these rows may be "
+            "off: transform every call's X as fit's was (e.g. with the same fitted StandardScaler's transform)"
+            + self._row_norm_advice()
+            + "."
+        )
+
+    def _row_norm_advice(self) -> str:
+        # Sparse rows are mostly counts (bag-of-words), whose scale grows with a document's
+        # length under the same transform (a probe's short then long documents were refused
+        # at every later call, each told to use the StandardScaler it already used).
+        return (
+            "; rows of counts (bag-of-words), whose scale grows with a document's length, need each row "
+            "normalised: TfidfVectorizer, HashingVectorizer(norm='l2') or sklearn.preprocessing.Normalizer"
+            if self.sparse
+            else ""
         )
 
     def lead(self) -> str:
@@ -868,6 +890,7 @@ class _InputShift:
         """The remedy, for a refusal that leads with this shift."""
         return (
             "Transform every call's X as fit's was (e.g. with the same fitted StandardScaler's transform)"
+            + self._row_norm_advice()
             + "; if the inputs have truly changed scale, call fit on rows of the new scale."
         )
 
@@ -1754,6 +1777,7 @@ class _BaseBONG(BaseEstimator):
             )
             record = self._predictive(config) if scored_by_own else PluginPredictive()
             health = self._health if not reset and hasattr(self, "_health") else new_health(self._likelihood, Y.shape[1])
+            learning_before = health.clearly_learning  # what a call on inputs of another scale would undo
             log_probs, predictions = [], []
             # A later call of an adaptive noise: its errors and the estimate before it, for
             # the gross-error test (_health.gross_errors).
@@ -1972,10 +1996,13 @@ class _BaseBONG(BaseEstimator):
             and (fit[4] is None or not fit[4][0] < fit[4][1])
         ):
             self._refuse_late_divergence(advice, health, fit)
-        if input_shift is not None and (health.far_worse or learns_nothing):
+        if input_shift is not None and (health.far_worse or learns_nothing and learning_before):
             # A scaler forgotten in one partial_fit of 100 digits rows (X / 16 at fit): held-out
             # accuracy 0.90 -> 0.36 at 30 times the scale, a constant's 0.10 at 1,000, each
-            # absorbed with warnings whose drift advice could not help (a probe).
+            # absorbed with warnings whose drift advice could not help (a probe). A stream that
+            # learned nothing before has nothing to lose: idle sensors (inputs of scale 0.1,
+            # labels unpredictable) then live ones, refused at every call, kept a model worse
+            # than a constant (log-loss 0.68 against 0.54; absorbed, 0.46: a probe).
             self._refuse_input_shift(input_shift, health)
         if (
             (inconsistent is not None or gross is not None)
@@ -2968,7 +2995,10 @@ class _BaseBONG(BaseEstimator):
         update the reference; calls beyond it do not. Returns the shift of a call beyond it,
         else None; the caller warns (:meth:`_InputShift.warning`, said once until a call is
         back within the ratio) once the call is absorbed, or leads its refusal with it."""
-        squares, entries = _mean_square(X) * X.shape[0] * X.shape[1], X.shape[0] * X.shape[1]
+        # Over the rows with any nonzero entry: an empty row says nothing of the scale (a
+        # probe's TF-IDF call of 97 documents out of vocabulary, unit-norm rows otherwise,
+        # was told it was 5.8 times smaller).
+        squares, entries = _mean_square(X) * X.shape[0] * X.shape[1], _rows_with_entries(X) * X.shape[1]
         reference = None if reset else self.__dict__.get("_input_squares")  # older pickles: none
         if reference is None:
             self._input_squares, self._input_scale_warned = (squares, entries), False
@@ -2988,7 +3018,7 @@ class _BaseBONG(BaseEstimator):
             return None
         due = not self.__dict__.get("_input_scale_warned", False)
         self._input_scale_warned = True
-        return _InputShift(type(self).__name__, now, before, calls, due)
+        return _InputShift(type(self).__name__, now, before, calls, due, _is_sparse(X))
 
     def _warn_if_sigma0_unused(self) -> None:
         """Say, once per value, that a sigma0 set after the fit does nothing to partial_fit:

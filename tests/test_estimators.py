@@ -1405,6 +1405,34 @@ def test_a_call_on_another_input_scale_that_predicts_far_worse_than_a_constant_i
     assert clf.score(X[1000:], y[1000:]) > 0.85
 
 
+def test_a_stream_that_learned_nothing_is_not_refused_on_another_input_scale():
+    # Idle sensors (inputs of scale 0.1, labels unpredictable), then live ones: every live
+    # call was refused as "not learning" on inputs 10 times larger, as no call could change
+    # the verdict, and the stream kept a model worse than a constant (a probe: held-out
+    # log-loss 0.68 against the constant's 0.54; absorbed, 0.46).
+    from sklearn.metrics import log_loss
+
+    rng = np.random.default_rng(0)
+
+    def rows(n, live):
+        X = rng.normal(scale=1.0 if live else 0.1, size=(n, 10))
+        logit = -1.5 + (0.8 * X[:, 0] - 0.6 * X[:, 1] + 0.5 * X[:, 2] if live else 0.0)
+        return X, (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(int)
+
+    (X_idle, y_idle), (X_live, y_live), (X_test, y_test) = rows(1000, False), rows(1500, True), rows(2000, True)
+    clf = BONGClassifier(hidden_layer_sizes=(), family="fc", random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for start in range(0, 1000, 100):
+            clf.partial_fit(X_idle[start : start + 100], y_idle[start : start + 100], classes=[0, 1])
+        for start in range(0, 1500, 100):
+            clf.partial_fit(X_live[start : start + 100], y_live[start : start + 100])  # none refused
+    assert len([w for w in caught if "another scale" in str(w.message)]) == 1
+    assert clf.t_ == 2500
+    constant = log_loss(y_test, np.full(len(y_test), y_live.mean()))
+    assert log_loss(y_test, clf.predict_proba(X_test)[:, 1]) < constant - 0.05
+
+
 def test_a_cold_start_of_zeros_raises_no_numpy_warning():
     # A sales series starting at zero: its fitted posterior predicts the call's rows exactly,
     # and the in-sample check's log(0) escaped as a RuntimeWarning (an error under -W error).

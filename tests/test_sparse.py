@@ -126,3 +126,35 @@ def test_wide_rows_are_densified_within_the_chunk_budget(monkeypatch):
         np.asarray(budgeted.posterior_[0]), np.asarray(default.posterior_[0]), rtol=1e-5, atol=1e-7
     )
     np.testing.assert_allclose(proba, expected, rtol=1e-5, atol=1e-7)
+
+
+def _unit_rows(n_rows, n_columns, n_words, rng):
+    """Rows of ``n_words`` random words each, normalised to unit norm, as TF-IDF's."""
+    columns = np.stack([rng.choice(n_columns, n_words, replace=False) for _ in range(n_rows)])
+    rows = sp.csr_matrix(
+        (rng.uniform(0.5, 1.5, n_rows * n_words), columns.ravel(), np.arange(0, n_rows * n_words + 1, n_words)),
+        shape=(n_rows, n_columns),
+    )
+    return rows.multiply(1 / np.sqrt(rows.multiply(rows).sum(axis=1))).tocsr()
+
+
+def test_the_input_scale_is_judged_on_rows_that_have_entries():
+    # TF-IDF rows have unit norm whatever their words; a batch of documents mostly out of the
+    # vocabulary (empty rows) was told that its inputs were 5.8 times smaller (a probe).
+    rng = np.random.default_rng(0)
+    X = _unit_rows(400, 1000, 20, rng)
+    y = (X[:, :500].sum(axis=1).A1 > X[:, 500:].sum(axis=1).A1).astype(int)
+    clf = BONGClassifier(hidden_layer_sizes=(), family="diag", sigma0=3.0, random_state=0)
+    clf.partial_fit(X[:300], y[:300], classes=[0, 1])
+    mostly_empty = sp.vstack([X[300:303], sp.csr_matrix((97, 1000))]).tocsr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.partial_fit(mostly_empty, np.r_[y[300:303], rng.integers(0, 2, 97)])
+    assert not [w for w in caught if "another scale" in str(w.message)]
+    # Counts whose rows grow with the documents' length: the advice is to normalise each row.
+    counts = BONGClassifier(hidden_layer_sizes=(), family="diag", random_state=0)
+    short = (X[:300] > 0).astype(np.float64)  # 20 words a document, each once
+    counts.partial_fit(short, y[:300], classes=[0, 1])
+    with pytest.warns(UserWarning, match=r"another scale.*need each row normalised: TfidfVectorizer"):
+        counts.partial_fit(short[:100] * 40, y[:100])
+

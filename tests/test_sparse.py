@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits, make_regression
+from sklearn.exceptions import ConvergenceWarning
 
 from skbong import BONGClassifier, BONGRegressor
 
@@ -158,3 +159,16 @@ def test_the_input_scale_is_judged_on_rows_that_have_entries():
     with pytest.warns(UserWarning, match=r"another scale.*need each row normalised: TfidfVectorizer"):
         counts.partial_fit(short[:100] * 40, y[:100])
 
+
+def test_a_not_learning_mlp_on_wide_inputs_is_pointed_to_a_linear_model():
+    # The default MLP on text hashed to 2**18 columns: 13.1M weights, 1 s a row, accuracy 0.50
+    # after 200 rows, told to raise the rank or use family='fc' (a probe); a linear model with
+    # family='diag' reached 0.999 on the same rows.
+    rng = np.random.default_rng(0)
+    X = _unit_rows(300, 10_000, 20, rng)
+    y = rng.integers(0, 2, 300)  # nothing to learn: the stream is told so
+    with pytest.warns(ConvergenceWarning, match="is (not|barely) learning") as record:
+        BONGClassifier(hidden_layer_sizes=(8,), random_state=0).partial_fit(X, y, classes=[0, 1])
+    message = next(str(w.message) for w in record if " learning: " in str(w.message))
+    assert "10,000 columns" in message and "hidden_layer_sizes=()" in message
+    assert "family='fc'" not in message

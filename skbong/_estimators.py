@@ -53,6 +53,7 @@ from ._health import (
     LATE_DIVERGED_EXCESS,
     LIGHT_WEIGHTS,
     OUTLIER_WRECK_RATIO,
+    WRECK_GROWTH,
     MIN_STEPS,
     NOISE_MATCHED,
     NOISE_MISMATCH,
@@ -1888,6 +1889,7 @@ class _BaseBONG(BaseEstimator):
                 spec.n_params, _module_spec(self.model) if _is_module(self.model) else self.model
             )
             self._fitted_model = self.model
+        posterior_before = None if reset else self.posterior_  # for the wreck test below
         self.posterior_ = state
         # The dynamics the filter ran with: predictions forecast the next row with them (a
         # value set afterwards, valid or not, acts from the next call, as for the filter).
@@ -2011,6 +2013,10 @@ class _BaseBONG(BaseEstimator):
             (inconsistent is not None or gross is not None)
             and X.shape[0] >= MIN_OBSERVATIONS
             and (wreck := self._median_error_ratio(config, X, Y, sample_weight)) > OUTLIER_WRECK_RATIO
+            # ... and worse than before the call: a confident posterior that a jump of level
+            # leaves far from the call's rows stays as far, or nearer, once it absorbs them (a
+            # probe's linear models, +3 sd: every call refused as holding gross errors).
+            and wreck > WRECK_GROWTH * self._median_error_ratio(config, X, Y, sample_weight, posterior_before)
         ):
             # Rows far out, absorbed, wrecked the posterior (OUTLIER_WRECK_RATIO): kept with a
             # warning, a probe's fc posterior then refused every clean call as diverged.
@@ -2846,17 +2852,18 @@ class _BaseBONG(BaseEstimator):
             brier = (w @ np.sum((means - Y) ** 2, axis=1) / w.sum(), w @ np.sum((frequency - Y) ** 2, axis=1) / w.sum())
         return excess, model, constant, accuracy, brier
 
-    def _median_error_ratio(self, config, X, Y, sample_weight) -> float:
-        """:func:`~skbong._health.median_error_ratio` of the fitted posterior's plug-in
-        predictions of up to ``FORGETTING_ROWS`` rows of the call (evenly spaced, of positive
-        weight) against their targets."""
+    def _median_error_ratio(self, config, X, Y, sample_weight, posterior=None) -> float:
+        """:func:`~skbong._health.median_error_ratio` of the plug-in predictions of
+        ``posterior`` (the fitted one by default) of up to ``FORGETTING_ROWS`` rows of the
+        call (evenly spaced, of positive weight) against their targets."""
         rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
         if sample_weight is not None:
             rows = rows[np.asarray(sample_weight)[rows] > 0]
         if rows.size < MIN_OBSERVATIONS:
             return 0.0
         with _x64_scope(self.dtype):
-            out = predict_distribution(config, PluginPredictive(), self._posterior(), X[rows], 1.0)
+            belief = self._posterior() if posterior is None else posterior
+            out = predict_distribution(config, PluginPredictive(), belief, X[rows], 1.0)
         return median_error_ratio(Y[rows], out.mean)
 
     def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):

@@ -165,6 +165,7 @@ __all__ = [
     "MIN_MINORITY_ROWS",
     "LATE_DIVERGED_EXCESS",
     "OUTLIER_WRECK_RATIO",
+    "WRECK_GROWTH",
     "SQUARED_ERROR_RATIO",
     "NOISE_MISMATCH",
     "NOISE_MATCHED",
@@ -376,6 +377,11 @@ SQUARED_ERROR_RATIO = 1.0
 #: ``fc`` refused every clean call as diverged). Medians, because the gross rows themselves
 #: dominate any squared error; a learning model's ratio lies far below 1, a constant's near 1.
 OUTLIER_WRECK_RATIO = 3.0
+#: ... and where that ratio is more than this many times the posterior's before the call:
+#: gross rows drag the posterior from the call's other rows, which it predicted before
+#: (the probe's fc: 120 after the call), where a jump of level of y leaves a confident
+#: posterior as far from the call's rows after absorbing them as before, or nearer.
+WRECK_GROWTH = 2.0
 
 
 def _deviations(Y: np.ndarray) -> np.ndarray:

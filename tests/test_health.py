@@ -1310,6 +1310,28 @@ def test_a_later_call_whose_gross_rows_wreck_the_posterior_is_refused(family):
     assert shifted.t_ == 1100
 
 
+@pytest.mark.parametrize("family", ["fc", "diag"])
+def test_a_jump_of_level_on_a_linear_model_is_taken_and_its_gross_rows_are_not(family):
+    # A linear model is too confident to follow a jump of level of y: after a call of +3
+    # standard deviations it predicted the call's rows with a median error 3.3 times their
+    # median's, and every such call was refused as holding gross errors, naming no row (a
+    # probe; with process_noise set, as the warning says, it follows the level). Before the
+    # call its ratio was 3.7: the call did not make it worse, where a gross row does (0.38 -> 4.6).
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=1200, noise=1.0, random_state=0)
+    X = StandardScaler().fit(X[:1000]).transform(X)
+    reg = BONGRegressor(hidden_layer_sizes=(), family=family, random_state=0).fit(X[:1000], y[:1000])
+    kept = copy.deepcopy(reg)
+    with pytest.warns(ConvergenceWarning, match="filter-consistency test.*set process_noise"):
+        reg.partial_fit(X[1000:1100], y[1000:1100] + 3 * y[:1000].std())
+    assert reg.t_ == 1100
+    corrupt = y[1000:1100].copy()
+    corrupt[7] = 1e4
+    with pytest.raises(FloatingPointError, match=r"it broke down.*targets of row 7 "):
+        kept.partial_fit(X[1000:1100], corrupt)
+
+
 def test_heavy_tailed_targets_no_better_than_their_mean_in_squared_error_are_told():
     # y = exp(make_regression / 10): the fit's held-out R^2 was about 0 (up to -15 on another
     # seed), silently, while the health's Gaussian log-loss claimed 5-127 nats a row of

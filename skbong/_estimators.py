@@ -442,7 +442,9 @@ def _output_scales_apart(own: np.ndarray, shared: float) -> tuple[int, float] | 
     return (k, float(factors[k])) if factors[k] > OUTPUT_SCALES_RATIO else None
 
 
-def _inconsistent_innovations(call_sum: float, call_terms: float, previous_scale: float, previous_weight: float):
+def _inconsistent_innovations(
+    call_sum: float, call_terms: float, previous_scale: float, previous_weight: float, effective_terms: float
+):
     """The filter-consistency test of a later call of a calibrated regressor (NIS test of
     Kalman filtering): ``(ratio, excess)`` where its one-step-ahead errors lie far outside
     the variance predicted for them, else None.
@@ -453,16 +455,22 @@ def _inconsistent_innovations(call_sum: float, call_terms: float, previous_scale
     weight ``previous_weight``, so that each term averages ``c``. ``ratio`` is the call's
     mean over ``c``, ``excess`` the call's sum beyond its expectation, in terms of ``c``
     (about the squared distance of one row, in predictive standard deviations, where one
-    row is far out); an excess counts where it also exceeds the call's expected sum."""
+    row is far out); an excess counts where it also exceeds the call's expected sum.
+
+    A row of weight ``w`` counts as ``w`` terms, but its error is one draw, ``w`` times a
+    unit's: ``effective_terms`` is their number in Kish's sense (outputs times ``(sum w)^2 /
+    sum w^2``; ``call_terms`` for equal weights), on which the test judges the call, and the
+    excess is counted in such terms. A probe's cost weights (a tenth of the rows at 100) were
+    told of rows 61 standard deviations out whose errors were at most 2.7."""
     if call_terms <= 0 or previous_weight < INCONSISTENT_AFTER:
         return None
     ratio = call_sum / call_terms / previous_scale
-    excess = (call_sum - call_terms * previous_scale) / previous_scale
+    excess = (call_sum - call_terms * previous_scale) / previous_scale * (effective_terms / call_terms)
     # The excess alone grows with the call's length where the scale is only somewhat off (a
     # probe's 9,000-row call at 1.29 times the scale before: 2,600 rows' worth): it must also
     # exceed the call's whole expected sum.
-    far_out = excess > max(INCONSISTENT_EXCESS, call_terms)
-    if (call_terms >= INCONSISTENT_ROWS and ratio > INCONSISTENT_RATIO) or far_out:
+    far_out = excess > max(INCONSISTENT_EXCESS, effective_terms)
+    if (effective_terms >= INCONSISTENT_ROWS and ratio > INCONSISTENT_RATIO) or far_out:
         return ratio, excess
     return None
 
@@ -1942,17 +1950,26 @@ class _BaseBONG(BaseEstimator):
             pending = None if reset else self.__dict__.get("_innovations_pending")
             self._innovations_pending = None
             if previous_scale is not None:
+                n_outputs = innovations.shape[1]
                 call_sum = float(innovations[chosen].sum())
-                call_terms = innovations.shape[1] * (passes_weight - previous_weight)
-                if pending is not None:
+                call_terms = n_outputs * (passes_weight - previous_weight)
+                # the terms' squared weights, for their effective number (_inconsistent_innovations)
+                call_squares = n_outputs * n_passes * (
+                    X.shape[0] if sample_weight is None else float(np.sum(np.square(sample_weight, dtype=np.float64)))
+                )
+                if pending is not None:  # (older pickles pooled no squared weights: unit weights)
                     call_sum, call_terms = call_sum + pending[0], call_terms + pending[1]
+                    call_squares += pending[5] if len(pending) > 5 else pending[1]
                     previous_scale, previous_weight, inconsistent_calls = pending[2], pending[3], pending[4] + 1
-                inconsistent = _inconsistent_innovations(call_sum, call_terms, previous_scale, previous_weight)
+                effective_terms = call_terms**2 / call_squares if call_squares > 0 else 0.0
+                inconsistent = _inconsistent_innovations(
+                    call_sum, call_terms, previous_scale, previous_weight, effective_terms
+                )
                 if inconsistent is not None:
                     inconsistent = (*inconsistent, np.sqrt(self.noise_scale_ / previous_scale))
-                elif call_terms < INCONSISTENT_ROWS * innovations.shape[1] and previous_weight >= INCONSISTENT_AFTER:
+                elif effective_terms < INCONSISTENT_ROWS * n_outputs and previous_weight >= INCONSISTENT_AFTER:
                     self._innovations_pending = (
-                        call_sum, call_terms, previous_scale, previous_weight, inconsistent_calls
+                        call_sum, call_terms, previous_scale, previous_weight, inconsistent_calls, call_squares
                     )
         else:
             for name in ("_innovation_sum", "_innovation_weight", "noise_scale_", "_innovations_pending"):

@@ -1146,6 +1146,27 @@ def test_a_stream_whose_noise_rises_tenfold_goes_on_learning_in_chunks():
     assert np.mean(error**2) < 0.01  # the means stayed right
 
 
+def test_heavy_row_weights_do_not_make_the_consistency_test_cry_wolf():
+    # Cost weights, a tenth of the rows at 100, on i.i.d. rows: 4-5 of 23 calls of 100 rows
+    # were told that their errors lay far outside the predicted variance, "one row about 61
+    # predictive standard deviations out" where no row's error exceeded 2.7 (a probe). A row
+    # of weight w counts as w terms but is one draw: the test judges the call on its
+    # effective number of terms. A jump of level in such a stream is still told.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2500, 5))
+    y = np.tanh(X @ np.array([1.0, -1.0, 0.5, 0.3, 0.0])) * 2 + 0.5 * rng.normal(size=2500)
+    weights = np.where(rng.random(2500) < 0.1, 100.0, 1.0)
+    reg = BONGRegressor(family="dlr", hidden_layer_sizes=(32,), random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for start in range(0, 2400, 100):
+            rows = slice(start, start + 100)
+            reg.partial_fit(X[rows], y[rows], sample_weight=weights[rows])
+    assert not [w for w in caught if "filter-consistency" in str(w.message)]
+    with pytest.warns(ConvergenceWarning, match="filter-consistency"):
+        reg.partial_fit(X[2400:], y[2400:] + 10.0, sample_weight=weights[2400:])
+
+
 def test_a_long_call_somewhat_noisier_than_the_rows_before_is_not_told_of_gross_errors():
     # The excess of the NIS test grows with a call's length: a probe's 9,000-row call at 1.29
     # times the noise scale fitted on 1,000 rows before was told of drift and gross errors.

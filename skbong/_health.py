@@ -167,6 +167,7 @@ __all__ = [
     "OUTLIER_WRECK_RATIO",
     "WRECK_GROWTH",
     "SQUARED_ERROR_RATIO",
+    "MEANS_LEARNING",
     "NOISE_MISMATCH",
     "NOISE_MATCHED",
     "INPUT_MEAN_SQUARE",
@@ -369,6 +370,12 @@ GROSS_ROWS = 0.05
 #: learning, silently. Ordinary and learnable heavy-tailed streams (friedman1, diabetes,
 #: lognormal, Poisson, price-like and t_2 targets) lay at 0.02-0.83.
 SQUARED_ERROR_RATIO = 1.0
+#: A regressor whose squared one-step-ahead errors lie below this fraction of the running
+#: mean's is not told that it learns nothing, whatever its Gaussian log-loss: a probe's i.i.d.
+#: negative-binomial counts (held-out R^2 0.22, the true mean's 0.26) were told so at ratios
+#: of 0.86 and 0.92, with drift advice that took R^2 to -0.05 and -0.60 when followed. A model
+#: that learns nothing predicts about the running mean, row by row: a ratio near 1.
+MEANS_LEARNING = 0.95
 #: A regressor's later call that the filter-consistency or gross-error test flags is refused
 #: where the posterior after it predicts the call's own rows with a median absolute error
 #: more than this many times that of their median (:func:`median_error_ratio`): gross rows
@@ -669,6 +676,15 @@ class StreamHealth(NamedTuple):
         if self.model_squares is None or not self.baseline_squares:
             return None
         return self.model_squares / self.baseline_squares
+
+    @property
+    def means_learning(self) -> bool:
+        """Gaussian, judged enough, with squared one-step-ahead errors below ``MEANS_LEARNING``
+        times those of the running mean of ``y``: the means learned, whatever the Gaussian
+        log-loss says, as heavy-tailed targets mislead the variance it is scored at both ways
+        (``heavy_tailed_not_learning``)."""
+        ratio = self.squared_error_ratio
+        return ratio is not None and self.judged_enough and ratio < MEANS_LEARNING
 
     @property
     def heavy_tailed_not_learning(self) -> bool:

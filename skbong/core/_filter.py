@@ -90,8 +90,9 @@ PREDICT_CHUNK = 256
 #: The most bytes of dense input rows that one compiled call takes (a sparse ``X`` is
 #: densified one chunk at a time): wide rows take chunks of fewer steps, down to
 #: ``STEP_BUCKETS[0]``, and prediction blocks of fewer rows, halving ``PREDICT_CHUNK``.
-#: Text hashed to 2**18 columns is 1 MB a row in float32: a 125-step call padded to 512
-#: steps of 8 rows densified 4 GB (a probe, at 2**16 columns: 2.6 GB of memory for 1,000 rows).
+#: Text hashed to 2**18 columns is 1 MB a row in float32: a 125-step call of 8-row steps,
+#: padded to 512 steps, would densify 4,096 rows, 4.3 GB (a probe measured 2.6 GB of memory
+#: for 1,000 such rows at 2**16 columns).
 DENSE_CHUNK_BYTES = 64 << 20
 
 #: XLA options of every compiled entry point, on CPU: nothing goes to YNNPACK. XLA (jaxlib
@@ -1044,9 +1045,9 @@ def run_filter(
         stay one. Defaults to ones.
     callback : callable, optional
         ``callback(n_rows_done, records)``, called after each compiled chunk of at most
-        ``STEP_BUCKETS[-1]`` steps (fewer for wide rows, :data:`DENSE_CHUNK_BYTES`) has been computed (for progress reports):
-        ``n_rows_done`` counts the rows of ``X`` absorbed so far and ``records`` is the
-        chunk's ``(log_prob, mean)`` (None without ``record``).
+        ``STEP_BUCKETS[-1]`` steps (fewer for wide rows, :data:`DENSE_CHUNK_BYTES`) has been
+        computed (for progress reports): ``n_rows_done`` counts the rows of ``X`` absorbed
+        so far and ``records`` is the chunk's ``(log_prob, mean)`` (None without ``record``).
     latent_prior : LatentPrior, optional
         The initial prior ``N(mu_0, eta_0^{-1} I)``; required by Bayesian and hybrid
         inflation (``config.dynamics``), ignored otherwise. The prior before the row of

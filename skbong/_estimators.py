@@ -818,6 +818,14 @@ def _mean_square(X) -> float:
     return float(sum(np.sum(np.square(stored[i : i + (1 << 20)], dtype=np.float64)) for i in chunks) / n_entries)
 
 
+def _scored_rows(n_rows: int, sample_weight) -> tuple[np.ndarray, np.ndarray]:
+    """Up to ``FORGETTING_ROWS`` of a call's ``n_rows`` rows, evenly spaced in its order, of
+    positive weight, and their weights: the rows on which a fitted posterior is scored."""
+    rows = np.unique(np.linspace(0, n_rows - 1, min(n_rows, FORGETTING_ROWS)).astype(int))
+    w = np.ones(rows.size) if sample_weight is None else np.asarray(sample_weight, np.float64)[rows]
+    return rows[w > 0], w[w > 0]
+
+
 def _rows_with_entries(X) -> int:
     """The number of rows of ``X`` (dense, or sparse CSR) with any nonzero entry."""
     if _is_sparse(X):
@@ -2866,9 +2874,7 @@ class _BaseBONG(BaseEstimator):
         means of all its rows), a sixth element: the excess of the fitted posterior and of the
         one-step-ahead predictions on the earlier half of those rows. None with fewer than
         ``MIN_OBSERVATIONS`` rows of positive weight."""
-        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
-        w = np.ones(rows.size) if sample_weight is None else np.asarray(sample_weight, np.float64)[rows]
-        rows, w = rows[w > 0], w[w > 0]
+        rows, w = _scored_rows(X.shape[0], sample_weight)
         if rows.size < MIN_OBSERVATIONS:
             return None
         with _x64_scope(self.dtype):
@@ -2903,9 +2909,7 @@ class _BaseBONG(BaseEstimator):
         """:func:`~skbong._health.median_error_ratio` of the plug-in predictions of
         ``posterior`` (the fitted one by default) of up to ``FORGETTING_ROWS`` rows of the
         call (evenly spaced, of positive weight) against their targets."""
-        rows = np.unique(np.linspace(0, X.shape[0] - 1, min(X.shape[0], FORGETTING_ROWS)).astype(int))
-        if sample_weight is not None:
-            rows = rows[np.asarray(sample_weight)[rows] > 0]
+        rows, _ = _scored_rows(X.shape[0], sample_weight)
         if rows.size < MIN_OBSERVATIONS:
             return 0.0
         with _x64_scope(self.dtype):

@@ -385,10 +385,13 @@ MEANS_LEARNING = 0.95
 #: dominate any squared error; a learning model's ratio lies far below 1, a constant's near 1.
 OUTLIER_WRECK_RATIO = 3.0
 #: ... and where that ratio is more than this many times the posterior's before the call:
-#: gross rows drag the posterior from the call's other rows, which it predicted before
-#: (the probe's fc: 120 after the call), where a jump of level of y leaves a confident
-#: posterior as far from the call's rows after absorbing them as before, or nearer.
-WRECK_GROWTH = 2.0
+#: gross rows drag the posterior from the call's other rows (the probe's fc: 0.25 before the
+#: call, 120 after), where a jump of level of y leaves a confident linear posterior nearer
+#: the call's rows after absorbing them (ratios 0.89 times those before at +3, +5 and +10
+#: standard deviations). Two rows of 1e4 in the call after such a jump took a linear
+#: model's ratio from 3.9 to 6.5 (held-out R^2 -7 to -44), which a growth of 2 let through
+#: silently (a probe).
+WRECK_GROWTH = 1.25
 
 
 def _deviations(Y: np.ndarray) -> np.ndarray:

@@ -1192,25 +1192,29 @@ def test_a_stream_whose_noise_rises_tenfold_goes_on_learning_in_chunks():
     assert np.mean(error**2) < 0.01  # the means stayed right
 
 
-def test_heavy_row_weights_do_not_make_the_consistency_test_cry_wolf():
-    # Cost weights, a tenth of the rows at 100, on i.i.d. rows: 4-5 of 23 calls of 100 rows
-    # were told that their errors lay far outside the predicted variance, "one row about 61
-    # predictive standard deviations out" where no row's error exceeded 2.7 (a probe). A row
-    # of weight w counts as w terms but is one draw: the test judges the call on its
-    # effective number of terms. A jump of level in such a stream is still told.
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(2500, 5))
-    y = np.tanh(X @ np.array([1.0, -1.0, 0.5, 0.3, 0.0])) * 2 + 0.5 * rng.normal(size=2500)
-    weights = np.where(rng.random(2500) < 0.1, 100.0, 1.0)
-    reg = BONGRegressor(family="dlr", hidden_layer_sizes=(32,), random_state=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for start in range(0, 2400, 100):
-            rows = slice(start, start + 100)
-            reg.partial_fit(X[rows], y[rows], sample_weight=weights[rows])
-    assert not [w for w in caught if "filter-consistency" in str(w.message)]
-    with pytest.warns(ConvergenceWarning, match="filter-consistency"):
-        reg.partial_fit(X[2400:], y[2400:] + 10.0, sample_weight=weights[2400:])
+def test_heavy_row_weights_are_judged_on_their_effective_rows_and_their_pull():
+    # A row of weight w counts as w terms but is one draw: a call whose weight sits on one row
+    # passed the 50-row minimum of the ratio alone (a probe's cost weights, a tenth of the
+    # rows at 100, had 4-5 of 23 healthy calls told). 60 terms, one row of weight 11 and 49 of
+    # weight 1: 21 effective rows, pooled with the next calls; with equal weights, judged.
+    from skbong._estimators import _inconsistent_innovations
+
+    assert _inconsistent_innovations(660.0, 60.0, 1.0, 1000.0, 60.0**2 / (11.0**2 + 49.0)) is None
+    ratio, excess = _inconsistent_innovations(660.0, 60.0, 1.0, 1000.0, 60.0)
+    assert ratio == pytest.approx(11.0) and excess == pytest.approx(600.0)
+    # A row of weight 100 ten standard deviations out drags a linear model far (held-out R^2
+    # 0.68 -> -1.9): its excess counts by its weight, and the message says so.
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=1100, noise=1.0, random_state=0)
+    reg = BONGRegressor(family="fc", hidden_layer_sizes=(), random_state=0)
+    for start in range(0, 1000, 100):
+        reg.partial_fit(X[start : start + 100], y[start : start + 100])
+    far, weights = y[1000:].copy(), np.ones(100)
+    far[10], weights[10] = far[10] + 10 * y[:1000].std(), 100.0
+    with pytest.warns(ConvergenceWarning, match=r"filter-consistency") as record:
+        reg.partial_fit(X[1000:], far, sample_weight=weights)
+    assert "one row of weight 100 about" in _messages(record, "filter-consistency")[0]
 
 
 def test_a_long_call_somewhat_noisier_than_the_rows_before_is_not_told_of_gross_errors():
@@ -1397,6 +1401,14 @@ def test_a_jump_of_level_on_a_linear_model_is_taken_and_its_gross_rows_are_not(f
     corrupt[7] = 1e4
     with pytest.raises(FloatingPointError, match=r"it broke down.*targets of row 7 "):
         kept.partial_fit(X[1000:1100], corrupt)
+    # Gross rows after the jump: the posterior already predicts the call's rows badly (ratio
+    # 3.9), and two rows of 1e4 moved it to 6.5 only, yet took held-out R^2 from -7 to -44 (a
+    # probe). The call holds targets far out: refused, naming them.
+    after_jump = y[1100:1200] + 3 * y[:1000].std()
+    after_jump[[10, 50]] = 1e4
+    with pytest.raises(FloatingPointError, match=r"it broke down.*targets of rows 10, 50 "):
+        reg.partial_fit(X[1100:1200], after_jump)
+    assert reg.t_ == 1100
 
 
 def test_heavy_tailed_targets_no_better_than_their_mean_in_squared_error_are_told():

@@ -1017,7 +1017,7 @@ def test_heavy_tailed_counts_whose_means_learn_are_not_told_they_learn_nothing()
         mean = np.exp(X @ np.array([0.8, -0.5, 0.3, 0.0, 0.0]) + 1) * 0.5
         return X, rng.negative_binomial(0.5, 0.5 / (0.5 + mean)).astype(float), mean
 
-    (X, y, _), (X_test, y_test, mean_test) = counts(5000), counts(4000)
+    (X, y, _), (X_test, y_test, _) = counts(5000), counts(4000)
     reg = BONGRegressor(family="dlr", hidden_layer_sizes=(32,), random_state=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

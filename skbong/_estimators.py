@@ -3133,7 +3133,7 @@ class _BaseBONG(BaseEstimator):
         probe's default classifier on ``HashingVectorizer(n_features=2**18)`` rows, binary:
         13.1M weights, 1 s a row, accuracy 0.50 after 200 rows, told to raise the rank or use
         ``family='fc'``; ``hidden_layer_sizes=(), family='diag', sigma0=3`` reached 0.999."""
-        n_features = getattr(self, "n_features_in_", 0)
+        n_features = self.n_features_in_  # set by the call's validation
         hidden = self._hidden_layer_sizes() if self.model is None else ()
         if not hidden or n_features < WIDE_INPUT_COLUMNS:
             return ""

@@ -2315,13 +2315,21 @@ class _BaseBONG(BaseEstimator):
             # The steps hardly moved the weights: the network at its prior mean predicts
             # this badly already (a fuzzer's BOG at learning_rate 0.001 was told to lower it).
             remedies = [f"raise the learning rate (now {self.learning_rate!r}): {barely_moved}", "scale the inputs"]
-        if self.model is None and _mean_square(X) > INPUT_MEAN_SQUARE:
+        if _mean_square(X) > INPUT_MEAN_SQUARE:
             # Unscaled inputs saturate the built-in MLP from its first layer on. A smaller
             # sigma0 restrains weights that ran away (raw digits at sigma0 = 10: 6e7 prior
             # standard deviations out), not a network the inputs saturate: raw breast_cancer
-            # and wine failed at every sigma0 down to 7e-4, each error saying to go lower.
-            runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED else []
-            unscaled = "scale the inputs (e.g. StandardScaler; they are far from unit scale)"
+            # and wine failed at every sigma0 down to 7e-4, each error saying to go lower. So
+            # did a probe's CNN on digits of 0-255 (9.7 nats a row at sigma0 = 0.0023, 36.7 at
+            # 0.001), where scaled inputs learned (0.891 at 0.03).
+            # A network of the user's may scale them itself: sigma0 stays among its remedies.
+            runaway = [sigma0_advice] if divergence_conflict > PRIOR_DIVERGED or self.model is not None else []
+            unscaled = (
+                "scale the inputs (e.g. StandardScaler; they are far from unit scale)"
+                if self.model is None
+                else "scale the inputs unless the network scales them itself (their mean square is "
+                f"{_mean_square(X):.3g}: e.g. StandardScaler, or pixels divided by their maximum)"
+            )
             remedies = [unscaled, *runaway, *advice.other_remedies]
         raise FloatingPointError(
             f"{type(self).__name__} diverged: over its last ~{min(HORIZON, health.n_scored)} observations its "
@@ -3348,7 +3356,10 @@ class _BaseBONG(BaseEstimator):
         built-in MLP with hidden layers on inputs near unit scale, the ``n_outputs`` classes)."""
         advice = []
         squares, entries = self._input_squares  # this fit's X, measured by _check_input_scale
-        mean_square = squares / entries if self.model is None and entries else 0.0
+        input_mean_square = squares / entries if entries else 0.0
+        # A network of the user's may scale its inputs itself: it is not told of their scale
+        # unless its prior is also too wide (below).
+        mean_square = input_mean_square if self.model is None else 0.0
         if mean_square > INPUT_MEAN_SQUARE:
             advice.append(
                 f"the inputs are far from unit scale (mean square {mean_square:.3g}). The MLP's "
@@ -3386,15 +3397,21 @@ class _BaseBONG(BaseEstimator):
                 else "The linearised steps then overshoot (the line search cuts them short, or they "
                 "diverge) and a pass learns little."
             )
-            if spread > limit and mean_square > INPUT_MEAN_SQUARE:
+            if spread > limit and input_mean_square > INPUT_MEAN_SQUARE:
                 # Unscaled inputs widen the spread themselves; a sigma0 that narrows it on them
                 # learns less than scaling (raw breast_cancer: 0.94 at the default, 0.85 or a
                 # divergence at the sigma0 of a spread of 1; raw digits 0.91-0.96 against 0.73-0.78).
+                # So does a network of the user's given raw pixels (a probe's CNN on MNIST of
+                # 0-255: 0.910 at the default, 0.42 at the sigma0 of a spread of 3; on digits of
+                # 0-255 that sigma0 diverged: the network at its prior mean predicts them badly).
                 advice.append(
                     f"the prior is too wide: under it the network's outputs spread with a standard deviation "
                     f"of {spread:.2g} (linearised at the prior mean, over the first rows), above {limit:.3g}, "
-                    "largely because the inputs are unscaled: standardise X first, then check again; a "
-                    "smaller sigma0 on unscaled inputs learns less."
+                    "largely because the inputs are unscaled"
+                    + (f" (mean square {input_mean_square:.3g})" if self.model is not None else "")
+                    + ": standardise X first"
+                    + (" (or divide pixels by their maximum)" if self.model is not None else "")
+                    + ", then check again; a smaller sigma0 on unscaled inputs learns less."
                 )
             elif spread > limit:
                 # The sigma0 offered aims at half the limit, inside the spreads that learned well:

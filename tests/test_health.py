@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import StratifiedKFold, train_test_split
@@ -33,7 +34,7 @@ from skbong._health import (
 from skbong.core import MLPSpec, make_config
 from skbong.core._filter import prior_output_spread
 
-from networks import FeatureConv, assert_same_initial_weights
+from networks import FeatureConv, ImageCNN, assert_same_initial_weights
 
 
 def _slow_scores(likelihood, Y, model):
@@ -959,6 +960,36 @@ def test_on_unscaled_inputs_the_advice_names_scaling_not_a_smaller_sigma0():
         BONGClassifier(random_state=1).fit(X, y)
     (width,) = _messages(caught, "the prior is too wide")
     assert "standardise X first" in width and "gives a spread of" not in width
+
+
+def test_a_network_of_the_users_on_raw_pixels_is_told_to_scale_them_not_to_lower_sigma0():
+    """A probe's CNN on digits of 0-255: the prior-width warning offered the sigma0 of a
+    spread of 3 (0.0023), which diverged (9.7 nats a row), and that error said to lower
+    sigma0 further (36.7 nats at 0.001), where scaled pixels learn. A network of the user's
+    is not told that its inputs are unscaled on their own (it may scale them itself), but
+    where its prior is also too wide, or it diverges, the advice now leads with scaling."""
+    X, y = load_digits(return_X_y=True)
+    pixels = (X[:400] * 255 / 16).astype(np.uint8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(
+            pixels, y[:400]
+        )
+    (width,) = _messages(caught, "the prior is too wide")
+    assert "largely because the inputs are unscaled (mean square" in width and "gives a spread of" not in width
+    assert not _messages(caught, "far from unit scale")  # its own warning stays the built-in MLP's
+    with pytest.raises(FloatingPointError, match="diverged") as raised, warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), sigma0=0.0023, random_state=0).fit(
+            pixels, y[:400]
+        )
+    assert "Scale the inputs unless the network scales them itself (their mean square is" in str(raised.value)
+    assert str(raised.value).index("Scale the inputs") < str(raised.value).index("lower sigma0")
+    # Scaled, the same network learns at that prior scale's neighbours.
+    scaled = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(
+        X[:400] / 16, y[:400]
+    )
+    assert scaled.score(X[1000:], y[1000:]) > 0.7
 
 
 def test_a_stream_sorted_by_label_that_forgot_its_early_rows_is_told():

@@ -350,6 +350,11 @@ INCONSISTENT_RATIO = 10.0
 INCONSISTENT_ROWS = 50
 INCONSISTENT_EXCESS = 1e3
 INCONSISTENT_AFTER = 50
+#: ... and where rows are weighted, an excess beyond ``INCONSISTENT_Z`` standard deviations of
+#: the call's weighted sum under the model, ``sqrt(2 sum w^2)`` per output: a sum of ``w``
+#: times chi-square terms, one per row, whose spread the heavy rows make (see
+#: ``_inconsistent_innovations``).
+INCONSISTENT_Z = 5.0
 #: The gross-error test of an adaptive noise (``obs_noise="adaptive"``) in a later call:
 #: where the estimate grew more than ``GROSS_NOISE_GROWTH``-fold in the call, and rows whose
 #: one-step-ahead errors lie more than ``sqrt(INCONSISTENT_EXCESS)`` (about 32) standard

@@ -1171,6 +1171,7 @@ def test_a_later_call_of_rows_far_outside_the_predicted_variance_is_told(change)
     ratio = float(re.search(r"mean normalised squared error is ([\d.e+]+) times", message).group(1))
     distance = float(re.search(r"one row about ([\d.e+]+) predictive standard deviations out", message).group(1))
     assert ratio > 10 and distance > 30 and "set process_noise" in message and "gross errors in y" in message
+    assert "costs or importances" not in message  # unit weights
     growth = float(re.search(r"grew ([\d.]+)-fold", message).group(1))
     np.testing.assert_allclose(reg.predict(X[1100:], return_std=True)[1].mean() / std_before, growth, rtol=0.05)
 
@@ -1245,7 +1246,32 @@ def test_heavy_row_weights_are_judged_on_their_effective_rows_and_their_pull():
     far[10], weights[10] = far[10] + 10 * y[:1000].std(), 100.0
     with pytest.warns(ConvergenceWarning, match=r"filter-consistency") as record:
         reg.partial_fit(X[1000:], far, sample_weight=weights)
-    assert "one row of weight 100 about" in _messages(record, "filter-consistency")[0]
+    (message,) = _messages(record, "filter-consistency")
+    assert "one row of weight 100 about" in message
+    # the weights' reading is named: a heavy row is predicted with noise R / w
+    assert "rows weigh up to 100, and a row of weight w is predicted with noise R / w" in message
+
+
+def test_a_weighted_calls_excess_is_judged_against_its_spread_under_the_model():
+    # Cost weights (a tenth of the rows at 100): under the model a call's weighted sum of
+    # normalised squared errors is a sum of w chi-square draws, of standard deviation
+    # sqrt(2 sum w^2) = 447 for 10 rows of 100 and 90 of 1; an excess of 1,500 (3.4 of them)
+    # is a healthy call's, told before as gross errors or drift. A row of weight 100 ten
+    # standard deviations out (an excess of 9,900) is still told, and with unit weights the
+    # threshold is what it was.
+    from skbong._estimators import _inconsistent_innovations
+    from skbong._health import INCONSISTENT_Z
+
+    terms, squares = 10 * 100.0 + 90, 10 * 100.0**2 + 90
+    effective = terms**2 / squares  # 11.9 rows: the ratio is not judged
+    assert INCONSISTENT_Z * np.sqrt(2 * squares) > terms + 1500 - terms > terms
+    assert _inconsistent_innovations(terms + 1500, terms, 1.0, 1000.0, effective, squares) is None
+    ratio, excess = _inconsistent_innovations(terms + 9900, terms, 1.0, 1000.0, effective, squares)
+    assert excess == pytest.approx(9900.0)
+    for n_rows in (10, 100, 1000, 10_000):  # unit weights: max(INCONSISTENT_EXCESS, rows) alone (ratio not judged)
+        threshold = max(1000.0, n_rows)
+        assert _inconsistent_innovations(n_rows + threshold * 1.01, n_rows, 1.0, 1000.0, 0.0, n_rows) is not None
+        assert _inconsistent_innovations(n_rows + threshold * 0.99, n_rows, 1.0, 1000.0, 0.0, n_rows) is None
 
 
 def test_a_long_call_somewhat_noisier_than_the_rows_before_is_not_told_of_gross_errors():

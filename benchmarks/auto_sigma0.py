@@ -22,8 +22,8 @@ the paper's CNN of ``mnist_stream.py`` passed as ``model=`` (``mnist_cnn``).
 
 Time: the wall time of the auto fit over that of one fixed fit on the same rows (both after
 a warm-up fit compiled the code), median over seeds; K = ``len(AUTO_SIGMA0)`` single fits is
-what a loop over the scales costs. Occam's window (``OCCAM_WINDOW``) drops scales only after
-512 observations, so on the UCI sets and digits auto runs every scale to the end.
+what a loop over the scales costs. Occam's window (``OCCAM_WINDOW``) drops scales only at 512
+observations and later powers of two, so on the UCI sets and digits auto runs every scale to the end.
 
 The last two columns compare auto with the fixed ``sigma0 = 0.3`` (the default before auto)
 fitted on the same rows as auto.

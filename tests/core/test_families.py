@@ -814,6 +814,30 @@ def test_fc_deferred_downdates_are_the_kalman_filter(batch_size, decay, q, x64):
     np.testing.assert_allclose(log_prob, expected_log_prob, rtol=1e-9)
 
 
+def test_fc_settles_only_the_filled_columns_of_its_pending_downdates(x64):
+    # A call of a few rows fills a few of the factor's columns; the settled covariance takes
+    # the product of the filled ones (the least power of two from 8 that holds them), which
+    # must be the dense formula whatever the count, traced inside a compiled function.
+    from skbong.core import FullCovariance
+    from skbong.core._families import FullCovDeferred
+
+    rng = np.random.default_rng(3)
+    n, width = 30, 100
+    root = rng.normal(size=(n, n))
+    base = root @ root.T / n + np.eye(n)
+    family = FullCovariance(deferred_columns=width, defer_from=0)
+    settle = jax.jit(family.settle)
+    for filled in (0, 1, 8, 9, 33, 64, 65, 100):
+        factor = np.zeros((n, width))
+        factor[:, :filled] = 0.1 * rng.normal(size=(n, filled))
+        state = FullCovDeferred(
+            jnp.zeros(n), jnp.asarray(base), jnp.asarray(0.9), jnp.asarray(0.05), jnp.asarray(factor),
+            jnp.asarray(filled, jnp.int32),
+        )
+        expected = 0.9 * base + 0.05 * np.eye(n) - factor[:, :filled] @ factor[:, :filled].T
+        np.testing.assert_allclose(settle(state).cov, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("hessian", ["lin_hess", "lin_ef", "mc_ef"])
 @pytest.mark.parametrize("vectorize", [False, True])
 def test_fc_deferred_downdates_leave_an_mlp_sweep_unchanged(hessian, vectorize, x64):

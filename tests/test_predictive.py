@@ -24,6 +24,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbong import BONGClassifier, BONGRegressor
 from skbong.core import (
+    DENSE_PREDICT_FROM,
     DiagState,
     DLRState,
     FAMILIES,
@@ -570,4 +571,9 @@ def test_a_row_is_predicted_alike_alone_and_among_others():
     np.testing.assert_array_equal(clf.predict_proba(X[70:73]), clf.predict_proba(X[40:100])[30:33])
     reg = BONGRegressor(hidden_layer_sizes=(32,), random_state=0).fit(X, X[:, 0])
     for a, b in zip(reg.predict(X[70:71], return_std=True), reg.predict(X, return_std=True)):
+        np.testing.assert_array_equal(a, b[70:71])
+    # A full covariance of P >= DENSE_PREDICT_FROM takes blocks of DENSE_PREDICT_ROWS rows
+    full = BONGRegressor(hidden_layer_sizes=(16,), family="fc", random_state=0).fit(X[:60], X[:60, 0])
+    assert full.posterior_[0].shape[0] >= DENSE_PREDICT_FROM
+    for a, b in zip(full.predict(X[70:71], return_std=True), full.predict(X, return_std=True)):
         np.testing.assert_array_equal(a, b[70:71])

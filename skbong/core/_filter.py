@@ -41,7 +41,16 @@ from ._dynamics import (
     latent_prior_at,
     update_noise_estimate,
 )
-from ._families import Diagonal, DiagonalLowRank, DiagonalMoment, DiagState, DLRGramState, DLRState, FullCovariance
+from ._families import (
+    Diagonal,
+    DiagonalLowRank,
+    DiagonalMoment,
+    DiagState,
+    DLRGramState,
+    DLRState,
+    FullCovariance,
+    FullCovarianceMoment,
+)
 from ._likelihoods import Categorical, Gaussian
 from ._predictive import PluginPredictive
 from ._rules import apply_rule
@@ -62,6 +71,8 @@ __all__ = [
     "update_step",
     "STEP_BUCKETS",
     "PREDICT_CHUNK",
+    "DENSE_PREDICT_ROWS",
+    "DENSE_PREDICT_FROM",
     "DENSE_CHUNK_BYTES",
     "MAX_STEP_WEIGHT",
     "MAX_SUBSTEPS",
@@ -84,9 +95,18 @@ MAX_STEP_WEIGHT = 4.0
 #: The most steps one row of heavy weight is cut into (its weight per step then exceeds
 #: ``MAX_STEP_WEIGHT``): the cost of a call grows with its heaviest rows.
 MAX_SUBSTEPS = 16
-#: Rows per prediction call; every row is always computed in a batch of this size,
-#: so predictions do not depend on which other rows are predicted with it.
+#: Rows per prediction call; every row is always computed in a batch of this size (of
+#: ``DENSE_PREDICT_ROWS`` for a large full covariance), so predictions do not depend on
+#: which other rows are predicted with it.
 PREDICT_CHUNK = 256
+#: Rows per prediction call for a full covariance (``"fc"``, ``"fc_mom"``) of at least
+#: ``DENSE_PREDICT_FROM`` weights with a predictive that reads it: each row costs a product
+#: with the ``P x P`` matrix, so padding a few rows to ``PREDICT_CHUNK`` cost most of a small
+#: call. At ``P = 5,101`` (2 cores), 10 rows with ``return_std`` took 91 ms in blocks of 256,
+#: 24 in blocks of 64 and 10 in blocks of 16; 1,000 rows 377, 379 and 611 ms. At ``P =
+#: 1,101`` 1,000 rows took 1.5 times as long in blocks of 64 (``benchmarks/fc_calls.py``).
+DENSE_PREDICT_ROWS = 64
+DENSE_PREDICT_FROM = 2048
 #: The most bytes of dense input rows that one compiled call takes (a sparse ``X`` is
 #: densified one chunk at a time): wide rows take chunks of fewer steps, down to
 #: ``STEP_BUCKETS[0]``, and prediction blocks of fewer rows, halving ``PREDICT_CHUNK``.
@@ -1687,7 +1707,7 @@ def _predict_chunk(config: FilterConfig, predictive, state, x, obs_noise, key):
 
 
 def predict_distribution(
-    config: FilterConfig, predictive, state, X, obs_noise=1.0, key=None, block_rows: int = PREDICT_CHUNK
+    config: FilterConfig, predictive, state, X, obs_noise=1.0, key=None, block_rows: int | None = None
 ):
     """Predictive distribution of the targets of ``X`` under the belief ``state``.
 
@@ -1704,10 +1724,13 @@ def predict_distribution(
     key : PRNG key, optional
         Randomness of a stochastic predictive; every chunk of rows uses the same key, so
         a row's prediction does not depend on the rows predicted with it.
-    block_rows : int, default=PREDICT_CHUNK
+    block_rows : int, optional
         Rows per compiled call (the last block zero-padded), halved for wide rows until a
         block's dense rows fit in :data:`DENSE_CHUNK_BYTES`. The padding rows are computed
         too: a few rows of a large network (per-row Jacobians) cost less in a small block.
+        Default :data:`PREDICT_CHUNK`, or :data:`DENSE_PREDICT_ROWS` for a full covariance
+        of at least ``DENSE_PREDICT_FROM`` weights and a predictive other than
+        ``PluginPredictive``.
 
     Returns
     -------
@@ -1724,6 +1747,10 @@ def predict_distribution(
         key = default_key(predictive)
     obs_noise = _as_hyper(obs_noise, dtype)
     X = _row_source(X)
+    if block_rows is None:
+        dense = isinstance(config.family, (FullCovariance, FullCovarianceMoment))
+        reads_dense = dense and state.mean.shape[0] >= DENSE_PREDICT_FROM
+        block_rows = DENSE_PREDICT_ROWS if reads_dense and not isinstance(predictive, PluginPredictive) else PREDICT_CHUNK
     _check_prediction(config, predictive, state, X, obs_noise, block_rows)
     outs = []
     for block, n_rows in _padded_blocks(X, dtype, block_rows):

@@ -84,7 +84,8 @@ def main():
                 now = np.median([r[kind] for r in runs["this tree"]]) * 1e3
                 rows.append([f"{runs['this tree'][0]['P']:,}", kind, f"{base:.1f}", f"{now:.1f}", f"{now / base:.2f}"])
                 print(rows[-1], flush=True)
-    body = f"""Command: `python benchmarks/fc_calls.py --baseline {args.baseline} --repeats {args.repeats} --calls {args.calls}`
+    command = f"python benchmarks/fc_calls.py --baseline {args.baseline} --repeats {args.repeats} --calls {args.calls}"
+    body = f"""Command: `{command}`
 (baseline: commit `{args.baseline}`, checked out beside this tree and measured in the same run).
 
 {__doc__.split(chr(10) + chr(10))[1]}

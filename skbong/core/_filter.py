@@ -1750,7 +1750,8 @@ def predict_distribution(
     if block_rows is None:
         dense = isinstance(config.family, (FullCovariance, FullCovarianceMoment))
         reads_dense = dense and state.mean.shape[0] >= DENSE_PREDICT_FROM
-        block_rows = DENSE_PREDICT_ROWS if reads_dense and not isinstance(predictive, PluginPredictive) else PREDICT_CHUNK
+        reads_dense = reads_dense and not isinstance(predictive, PluginPredictive)
+        block_rows = DENSE_PREDICT_ROWS if reads_dense else PREDICT_CHUNK
     _check_prediction(config, predictive, state, X, obs_noise, block_rows)
     outs = []
     for block, n_rows in _padded_blocks(X, dtype, block_rows):

@@ -827,6 +827,21 @@ def _is_linen(model) -> bool:
 _X_FORMAT = {"dtype": [np.float64, np.float32], "accept_sparse": "csr"}
 
 
+def _refuse_images(X) -> None:
+    """Refuse an ``X`` of more than two dimensions (images as ``(n, height, width)``) with
+    what to do, before ``validate_data`` says only "Found array with dim 3" (a CV probe)."""
+    try:
+        n_dims = np.ndim(X)
+    except ValueError:  # ragged nested lists: validate_data says what is wrong with them
+        return
+    if n_dims > 2:
+        raise ValueError(
+            f"X must be a 2-D array of shape (n_samples, n_features), got shape {np.shape(X)}. For images, "
+            "give one row per image (X.reshape(len(X), -1)) and reshape the rows inside the network "
+            "(model=, as the user guide's convolutional network does)."
+        )
+
+
 def _mean_square(X) -> float:
     """Mean of the squared entries of ``X`` (dense or sparse; 0 for an empty ``X``)."""
     n_entries = X.shape[0] * X.shape[1]
@@ -3574,6 +3589,7 @@ class _BaseBONG(BaseEstimator):
         self._check_structure()
         if self._validated_already(X):
             return X.astype(self.dtype, copy=False)
+        _refuse_images(X)
         X = validate_data(self, X, reset=False, **_X_FORMAT)
         return self._in_dtype(X, "X", dtype_advice=False)
 
@@ -4007,6 +4023,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         self : BONGClassifier
         """
         with self._fitting() as est:
+            _refuse_images(X)
             X, y = validate_data(est, X, y, **_X_FORMAT)
             check_classification_targets(y)
             sample_weight = est._sample_weight(sample_weight, X)
@@ -4071,6 +4088,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         """
         with self._fitting() as est:
             first_call = not hasattr(est, "posterior_")
+            _refuse_images(X)
             X, y = validate_data(est, X, y, reset=first_call, **_X_FORMAT)
             if first_call:  # later calls refuse any label outside classes_ (_one_hot)
                 check_classification_targets(y)
@@ -4448,6 +4466,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self : BONGRegressor
         """
         with self._fitting() as est:
+            _refuse_images(X)
             X, y = validate_data(est, X, y, multi_output=True, y_numeric=True, **_X_FORMAT)
             sample_weight = est._sample_weight(sample_weight, X)
             est._absorb(X, y, reset=True, n_passes=int(est.max_iter), shuffle=est.shuffle, sample_weight=sample_weight)
@@ -4472,6 +4491,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         with self._fitting() as est:
             first_call = not hasattr(est, "posterior_")
+            _refuse_images(X)
             X, y = validate_data(est, X, y, reset=first_call, multi_output=True, y_numeric=True, **_X_FORMAT)
             sample_weight = est._sample_weight(sample_weight, X)
             est._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)

@@ -688,3 +688,21 @@ def test_a_factory_whose_module_keeps_a_plain_array_is_built_as_eagerly_and_fits
     factory = BONGClassifier(model=_ScaledInputs, **params).fit(X[:200], y[:200])
     instance = BONGClassifier(model=_ScaledInputs(6, 3, rngs=nnx.Rngs(0)), **params).fit(X[:200], y[:200])
     assert factory.score(X[200:], y[200:]) > 0.8 and instance.score(X[200:], y[200:]) > 0.8
+
+
+def test_images_given_as_arrays_of_images_are_told_to_come_as_rows(digits):
+    # A CV probe gave (n, 8, 8) images and heard only scikit-learn's "Found array with dim 3".
+    X, y = digits
+    images = X.reshape(-1, 8, 8)
+    clf = BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0)), random_state=0).fit(X[:100], y[:100])
+    before = clf.predict_proba(X[100:110])
+    for call in (
+        lambda: BONGClassifier(model=ImageCNN(rngs=nnx.Rngs(0))).fit(images[:50], y[:50]),
+        lambda: clf.partial_fit(images[100:150, :, :, None], y[100:150]),
+        lambda: clf.predict(images[:3]),
+        lambda: BONGRegressor().fit(images[:50], y[:50]),
+    ):
+        with pytest.raises(ValueError, match=r"got shape \(\d+, 8, 8.*X\.reshape\(len\(X\), -1\)"):
+            call()
+    np.testing.assert_array_equal(clf.predict_proba(X[100:110]), before)
+    assert clf.t_ == 100

@@ -135,6 +135,9 @@ AUTO_SIGMA0 = (0.01, 0.03, 0.1, 0.3, 1.0)
 #: trailed by up to 84 nats in the first 100 observations, and a probe's CNN's by 94 after 512.
 OCCAM_WINDOW = 50.0
 OCCAM_BURN_IN = 512
+#: The most weights for which the not-learning warning offers ``family='fc'`` (a ``P x P``
+#: covariance: about 100 MB and 30 ms a row at 5,000 on 2 cores, ``benchmarks/fc_calls.py``).
+FC_ADVICE_PARAMS = 5_000
 #: Peak memory of a fit on a full-covariance family ("fc", "fc_mom"), in P x P matrices of
 #: the estimator's dtype: ``FULL_COV_PEAK_PER_MEMBER`` per filter run side by side plus
 #: ``FULL_COV_PEAK_BASE``. Measured as the growth of the peak resident memory of a fit on
@@ -3221,8 +3224,14 @@ class _BaseBONG(BaseEstimator):
             return ""
         return (
             f" With family={self.family!r} the posterior keeps the weights' correlations in only rank={rank} "
-            f"directions of P={n_params:,}; where many more of them matter, a larger rank, or family='fc' "
-            "(a P x P covariance, for up to a few thousand weights), learns more."
+            f"directions of P={n_params:,}; where many more of them matter, a larger rank"
+            # (a CV probe's CNN of 13,114 weights, not learning at too small a sigma0, was offered "fc")
+            + (
+                ", or family='fc' (a P x P covariance, for up to a few thousand weights),"
+                if n_params <= FC_ADVICE_PARAMS
+                else ""
+            )
+            + " learns more."
         )
 
     def _wide_input_advice(self, n_params: int) -> str:

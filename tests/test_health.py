@@ -426,6 +426,13 @@ def test_a_low_rank_posterior_that_learns_little_is_told_of_its_rank_and_a_large
         low = BONGRegressor(hidden_layer_sizes=(), random_state=0).fit(X[:160], y[:160])
     full = BONGRegressor(hidden_layer_sizes=(), rank=100, random_state=0).fit(X[:160], y[:160])
     assert full.score(X[160:], y[160:]) > 0.95 > low.score(X[160:], y[160:]) + 0.3
+    # Past a few thousand weights (FC_ADVICE_PARAMS) "fc" is not offered: a CV probe's CNN of
+    # 13,114 weights, not learning at too small a sigma0, was.
+    from skbong._estimators import FC_ADVICE_PARAMS
+
+    assert "family='fc'" in low._rank_advice(101)
+    advice = low._rank_advice(FC_ADVICE_PARAMS + 1)
+    assert "a larger rank learns more" in advice and "family='fc'" not in advice
 
 
 def test_a_regressor_learning_in_raw_units_is_not_called_diverged():

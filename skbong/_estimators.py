@@ -3497,35 +3497,42 @@ class _BaseBONG(BaseEstimator):
                 else "The linearised steps then overshoot (the line search cuts them short, or they "
                 "diverge) and a pass learns little."
             )
-            if spread > limit and input_mean_square > INPUT_MEAN_SQUARE:
+            target = limit / 2
+            # The sigma0 offered aims at half the limit, inside the spreads that learned well:
+            # a spread of 1 was too narrow on tabular data (make_classification, 5 classes:
+            # accuracy 0.65-0.66 at its sigma0, 0.16, against 0.72-0.73 at a spread of 3; digits:
+            # diag at 1.25 as good as at 0.8; the module docstring of _health).
+            lower = (
+                f"Lower sigma0 (now {self.sigma0!r}; about {float(self.sigma0) * target / spread:.2g} gives a spread "
+                f"of {target:.3g}), use sigma0='auto'" + (", or family='dlr'." if diagonal and not by_classes else ".")
+            )
+            wide = (
+                f"the prior is too wide{' for a diagonal posterior' if diagonal else ''}: under it the network's "
+                f"outputs spread with a standard deviation of {spread:.2g} (linearised at the prior mean, over the "
+                f"first rows), above {limit:.3g}"
+            )
+            if spread > limit and input_mean_square > INPUT_MEAN_SQUARE and self.model is None:
                 # Unscaled inputs widen the spread themselves; a sigma0 that narrows it on them
                 # learns less than scaling (raw breast_cancer: 0.94 at the default, 0.85 or a
                 # divergence at the sigma0 of a spread of 1; raw digits 0.91-0.96 against 0.73-0.78).
-                # So does a network of the user's given raw pixels (a probe's CNN on MNIST of
-                # 0-255: 0.910 at the default, 0.42 at the sigma0 of a spread of 3; on digits of
-                # 0-255 that sigma0 diverged: the network at its prior mean predicts them badly).
                 advice.append(
-                    f"the prior is too wide: under it the network's outputs spread with a standard deviation "
-                    f"of {spread:.2g} (linearised at the prior mean, over the first rows), above {limit:.3g}, "
-                    "largely because the inputs are unscaled"
-                    + (f" (mean square {input_mean_square:.3g})" if self.model is not None else "")
-                    + ": standardise X first"
-                    + (" (or divide pixels by their maximum)" if self.model is not None else "")
-                    + ", then check again; a smaller sigma0 on unscaled inputs learns less."
+                    f"{wide}, largely because the inputs are unscaled: standardise X first, then check again; "
+                    "a smaller sigma0 on unscaled inputs learns less."
+                )
+            elif spread > limit and input_mean_square > INPUT_MEAN_SQUARE:
+                # A network of the user's may take its inputs as given or scale them itself (x / 255
+                # inside; an embedding of integer ids): both remedies, each with its case. Given raw
+                # pixels, a probe's CNN reached 0.42 on MNIST of 0-255 at the sigma0 of a spread of
+                # 3 (0.91 at the default) and diverged on digits; a CNN that divides by 255 itself
+                # learned 0.91 at that sigma0 and 0.10 on inputs scaled again (a second probe).
+                advice.append(
+                    f"{wide}. The inputs are far from unit scale (mean square {input_mean_square:.3g}): if the "
+                    "network takes them as given, standardise X first (or divide pixels by their maximum) and "
+                    "check again, which learns more there than a smaller sigma0. If it scales them itself: "
+                    f"{why} {lower}"
                 )
             elif spread > limit:
-                # The sigma0 offered aims at half the limit, inside the spreads that learned well:
-                # a spread of 1 was too narrow on tabular data (make_classification, 5 classes:
-                # accuracy 0.65-0.66 at its sigma0, 0.16, against 0.72-0.73 at a spread of 3; digits:
-                # diag at 1.25 as good as at 0.8; the module docstring of _health).
-                target = limit / 2
-                advice.append(
-                    f"the prior is too wide{' for a diagonal posterior' if diagonal else ''}: under it "
-                    f"the network's outputs spread with a standard deviation of {spread:.2g} (linearised "
-                    f"at the prior mean, over the first rows), above {limit:.3g}. {why} Lower sigma0 (now "
-                    f"{self.sigma0!r}; about {float(self.sigma0) * target / spread:.2g} gives a spread of "
-                    f"{target:.3g}), use sigma0='auto'" + (", or family='dlr'." if diagonal and not by_classes else ".")
-                )
+                advice.append(f"{wide}. {why} {lower}")
         return advice
 
     @staticmethod

@@ -135,6 +135,11 @@ AUTO_SIGMA0 = (0.01, 0.03, 0.1, 0.3, 1.0)
 #: trailed by up to 84 nats in the first 100 observations, and a probe's CNN's by 94 after 512.
 OCCAM_WINDOW = 50.0
 OCCAM_BURN_IN = 512
+#: The distance, in predictive standard deviations, at which every row of weight at least
+#: ``HEAVY_RATIO`` would give a call's excess, within which the filter-consistency warning
+#: says that cost or importance weights can explain it (under them a heavy row's error is one
+#: observation's, its term about w times a chi-square draw).
+WEIGHTS_EXPLAIN_DISTANCE = 4.0
 #: The most weights for which the not-learning warning offers ``family='fc'`` (a ``P x P``
 #: covariance: about 100 MB and 30 ms a row at 5,000 on 2 cores, ``benchmarks/fc_calls.py``).
 FC_ADVICE_PARAMS = 5_000
@@ -965,7 +970,8 @@ class _CallAdvice:
     dynamics and on row weights far above or below 1; ``drift_refused`` and ``drift_warned``
     tell a stream that learned before of drift, in a refusal and in a warning; ``target`` is
     the regressor's advice on a scale of y it could not estimate; ``input_shift`` the call's
-    inputs on another scale (or None); ``prior`` the prior checks' advice from the fit."""
+    inputs on another scale (or None); ``prior`` the prior checks' advice from the fit;
+    ``heavy_weight`` is the call's total weight in rows of weight at least ``HEAVY_RATIO``."""
 
     scales: str
     sigma0_remedy: str
@@ -973,6 +979,7 @@ class _CallAdvice:
     other_remedies: list[str]
     inflation_hint: str
     heaviest: float
+    heavy_weight: float
     dynamics: str
     weights: str
     light_weights: str
@@ -2457,12 +2464,14 @@ class _BaseBONG(BaseEstimator):
         ratio, excess, growth = inconsistent
         # A row of weight w counts as w rows: its distance is that of its excess over w.
         heaviest = max(advice.heaviest, 1.0)
+        distance = np.sqrt(max(excess, 0.0) / heaviest)
+        # ... and that of every heavy row, were they all as far out
+        heavy_distance = np.sqrt(max(excess, 0.0) / advice.heavy_weight) if advice.heavy_weight else np.inf
         how = (
             f"their mean normalised squared error is {ratio:.3g} times that of the rows before, "
             f"{max(excess, 0.0):.3g} rows' worth more than expected in all (one row"
             + (f" of weight {heaviest:.3g}" if heaviest > 1 else "")
-            + f" about {np.sqrt(max(excess, 0.0) / heaviest):.3g} predictive standard deviations out would give "
-            "as much)"
+            + f" about {distance:.3g} predictive standard deviations out would give as much)"
         )
         span = "this call" if n_calls == 1 else f"the last {n_calls} calls"
         _warn(
@@ -2478,12 +2487,14 @@ class _BaseBONG(BaseEstimator):
             "Gaussian likelihood follows without bound: drop or fix them). The noise scale fitted since "
             f"fit now includes these errors: the predictive standard deviation grew {growth:.3g}-fold."
             + (
-                # cost weights' heavy rows: noise R / w is what the model predicts for them
+                # Cost weights' heavy rows: the model predicts noise R / w for them. Said only where
+                # heavy rows not far out explain the excess (a probe's healthy cost-weighted calls:
+                # 1.7-2.8; a probe's rows of weight 1.05 48 deviations out heard it as an excuse).
                 f" The call's rows weigh up to {heaviest:.3g}, and a row of weight w is predicted with noise R / w, "
                 "as w observations of it would be (sample_weight counts repeated rows): where the weights are "
                 "costs or importances, not counts, the heavy rows' errors exceed that, and this test can follow "
                 "them with no change in the data."
-                if heaviest > 1
+                if heavy_distance <= WEIGHTS_EXPLAIN_DISTANCE
                 else ""
             )
             + advice.target,
@@ -2815,6 +2826,7 @@ class _BaseBONG(BaseEstimator):
         # What beyond sigma0 may have made the steps overshoot: the dynamics, or weights above
         # 1 (a row of weight w enters as w observations of it, skbong.core.MAX_STEP_WEIGHT).
         heaviest = 0.0 if sample_weight is None else float(np.max(sample_weight, initial=0.0))
+        heavy_weight = 0.0 if sample_weight is None else float(np.sum(sample_weight[sample_weight >= HEAVY_RATIO]))
         dynamics_advice = self._dynamics_advice()
         # Weights far below 1 (e.g. normalised to sum to 1) make the whole call count as a
         # few observations: the posterior then stays near the prior and learns little.
@@ -2886,6 +2898,7 @@ class _BaseBONG(BaseEstimator):
             other_remedies=other_remedies,
             inflation_hint=inflation_hint,
             heaviest=heaviest,
+            heavy_weight=heavy_weight,
             dynamics=dynamics_advice,
             weights=weight_advice,
             light_weights=light_weight_advice,

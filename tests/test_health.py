@@ -1258,8 +1258,19 @@ def test_heavy_row_weights_are_judged_on_their_effective_rows_and_their_pull():
         reg.partial_fit(X[1000:], far, sample_weight=weights)
     (message,) = _messages(record, "filter-consistency")
     assert "one row of weight 100 about" in message
-    # the weights' reading is named: a heavy row is predicted with noise R / w
-    assert "rows weigh up to 100, and a row of weight w is predicted with noise R / w" in message
+    # a heavy row ten deviations out is no cost weight's doing: the R / w reading is not offered
+    assert "costs or importances" not in message
+    # It is where every heavy row need be only a few deviations out (a probe's healthy cost
+    # weights, a tenth of the rows at 100: 1.7-2.8), and not for weights near 1 (a probe's
+    # rows of weight 1.05, 48 deviations out, heard it as an excuse).
+    cost = np.where(np.arange(100) % 10 == 0, 100.0, 1.0)
+    for weights, excess, told in ((cost, 4000.0, True), (cost, 20_000.0, False), (np.full(100, 1.05), 2400.0, False)):
+        advice = reg._call_advice(
+            None, 0.3, reset=False, n_rows=100, sample_weight=weights, target_advice="", input_shift=None, prior_advice=[]
+        )
+        with pytest.warns(ConvergenceWarning) as record:
+            reg._warn_inconsistent(advice, (3.0, excess, 1.1), 1, True)
+        assert ("rows weigh up to" in str(record[0].message)) == told
 
 
 def test_a_weighted_calls_excess_is_judged_against_its_spread_under_the_model():

@@ -1059,7 +1059,8 @@ def _average_over_members(
         weighed = log_prob
     else:  # 0 * -inf is 0: a row of weight 0 weighs nothing, finite or not
         row_weight = np.asarray(row_weight, np.float64)
-        weighed = np.where(row_weight > 0, row_weight * log_prob, 0.0)
+        with np.errstate(invalid="ignore"):  # 0 * -inf where a dropped member meets a row of weight 0
+            weighed = np.where(row_weight > 0, row_weight * log_prob, 0.0)
     before = evidence[:, None] + np.concatenate(
         [np.zeros((log_prob.shape[0], 1)), np.cumsum(weighed, axis=1)[:, :-1]], axis=1
     )

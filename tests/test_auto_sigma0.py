@@ -140,6 +140,22 @@ def test_a_sweep_cut_into_calls_drops_the_same_scales_as_one_fit(digits):
     np.testing.assert_allclose(cut.predict_proba(X), whole.predict_proba(X), rtol=1e-4, atol=1e-6)
 
 
+def test_a_dropped_scale_meets_rows_of_weight_zero_without_a_numpy_warning():
+    # A probe: a grid whose wide scales broke down (log-evidence -inf), on rows of which a
+    # fifth weigh 0, printed "invalid value encountered in multiply" (0 * -inf) on each chunk.
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:700] / 16, y[:700]
+    weights = np.random.default_rng(0).lognormal(0.0, 1.0, 700)
+    weights[np.random.default_rng(1).random(700) < 0.2] = 0.0
+    clf = BONGClassifier(hidden_layer_sizes=(8,), sigma0=[0.3, 1000.0], shuffle=False, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        clf.fit(X, y, sample_weight=weights)
+        clf.partial_fit(X[:100], y[:100], sample_weight=weights[:100])
+    assert clf.sigma0_weights_[1] == 0.0 and np.isfinite(clf.predict_proba(X)).all()
+
+
 def test_a_lone_scale_goes_on_as_its_single_scale_filter_and_the_dropped_stay_put():
     # Once Occam's window has left one scale, partial_fit goes on as that scale's single
     # filter would: the same posterior and records; the dropped scale's belief and evidence

@@ -1748,16 +1748,20 @@ def predict_distribution(
     obs_noise = _as_hyper(obs_noise, dtype)
     X = _row_source(X)
     if block_rows is None:
-        dense = isinstance(config.family, (FullCovariance, FullCovarianceMoment))
-        reads_dense = dense and state.mean.shape[0] >= DENSE_PREDICT_FROM
-        reads_dense = reads_dense and not isinstance(predictive, PluginPredictive)
-        block_rows = DENSE_PREDICT_ROWS if reads_dense else PREDICT_CHUNK
+        block_rows = _default_block_rows(config, predictive, state.mean.shape[0])
     _check_prediction(config, predictive, state, X, obs_noise, block_rows)
     outs = []
     for block, n_rows in _padded_blocks(X, dtype, block_rows):
         out = _predict_chunk(config, predictive, state, block, obs_noise, key)
         outs.append(type(out)(*(np.asarray(a)[:n_rows] for a in out)))
     return type(outs[0])(*(np.concatenate(fields) for fields in zip(*outs)))
+
+
+def _default_block_rows(config: FilterConfig, predictive, n_params: int) -> int:
+    """:data:`PREDICT_CHUNK`, or :data:`DENSE_PREDICT_ROWS` where each row costs a product with
+    a full covariance of at least ``DENSE_PREDICT_FROM`` weights."""
+    dense = isinstance(config.family, (FullCovariance, FullCovarianceMoment)) and n_params >= DENSE_PREDICT_FROM
+    return DENSE_PREDICT_ROWS if dense and not isinstance(predictive, PluginPredictive) else PREDICT_CHUNK
 
 
 def _check_prediction(config: FilterConfig, predictive, state, X, obs_noise, block_rows) -> None:

@@ -3871,8 +3871,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
     predictive : {"plugin", "probit", "linearized_mc", "mc"}, default="plugin"
         Approximation of the posterior predictive ``E_q[softmax(f(x, theta))]`` used by
         ``predict_proba``, ``predict`` and ``score`` (LO-FI Appendix B). "plugin" uses
-        the posterior mean only. "probit" rescales each logit by its linearised
-        variance ``v_c`` (generalised probit, LO-FI Eq. 64), deterministic, at the cost
+        the posterior mean only. "probit" rescales each difference of two logits by
+        its linearised variance (generalised probit, LO-FI Eq. 64), deterministic, at the cost
         of one Jacobian per row. "linearized_mc" averages the softmax over
         ``n_predictive_samples`` draws of the logits of the network linearised at the
         mean (Eqs. 62-63); "mc" over draws of the weights pushed through the network.

@@ -129,8 +129,21 @@ class LinearizedGaussian:
 
 @dataclass(frozen=True)
 class Probit:
-    """Generalised probit approximation of the linearised softmax integral, LO-FI Eqs.
-    63-64: ``softmax(f_c / sqrt(1 + pi v_c / 8))`` with ``v = diag(J Sigma J^T)``."""
+    """Generalised probit approximation of the linearised softmax integral (LO-FI Eqs.
+    63-64), applied to the differences of the logits, on which softmax depends:
+    ``p_c ~ 1 / sum_k exp(-(f_c - f_k) / sqrt(1 + pi v_ck / 8))`` with ``v_ck = V_cc + V_kk
+    - 2 V_ck`` the variance of ``f_c - f_k`` under ``V = J Sigma J^T``, normalised over the
+    classes (the mean-field approximation of Lu, Ie and Sha, 2020). With two classes it is
+    the binary probit of the log-odds, ``sigmoid(d / sqrt(1 + pi Var(d) / 8))``.
+
+    LO-FI's own form, ``softmax(f_c / sqrt(1 + pi V_cc / 8))``, scales each logit by its
+    own variance, which includes that of a shift common to all logits: no row informs it
+    (softmax ignores it), so it keeps its prior variance and flattens every prediction,
+    the more the wider the prior. A probe's logistic regression (two logits, 5,000 rows):
+    test log-loss 0.604 at ``sigma0 = 10`` against 0.405 for the linearised Monte-Carlo
+    average, its probabilities up to 0.42 off, and a sweep over ``sigma0`` weighed by it
+    chose a scale worse on held-out rows.
+    """
 
     name = "probit"
     stochastic = False
@@ -140,10 +153,13 @@ class Probit:
         del likelihood, obs_noise, key
         f, cov = output_moments(apply_fn, family, state, x)
         var = jnp.diagonal(cov, axis1=1, axis2=2)
+        gap = f[:, :, None] - f[:, None, :]  # f_c - f_k
+        gap_var = jnp.maximum(var[:, :, None] + var[:, None, :] - 2.0 * cov, 0.0)
+        log_p = -jax.nn.logsumexp(-gap / jnp.sqrt(1.0 + math.pi / 8.0 * gap_var), axis=2)
         # A variance past the dtype's range would scale the logits by 0, a uniform row that
         # looks valid (a probe's feature at 1e20 in float32); NaN lets the caller say why.
-        scaled = jnp.where(jnp.isfinite(var), f / jnp.sqrt(1.0 + math.pi / 8.0 * var), jnp.nan)
-        return CategoricalPredictive(jax.nn.log_softmax(scaled))
+        finite = jnp.all(jnp.isfinite(var), axis=1, keepdims=True)
+        return CategoricalPredictive(jnp.where(finite, jax.nn.log_softmax(log_p), jnp.nan))
 
 
 @dataclass(frozen=True)

@@ -838,11 +838,15 @@ _X_FORMAT = {"dtype": [np.float64, np.float32], "accept_sparse": "csr"}
 def _refuse_images(X) -> None:
     """Refuse an ``X`` of more than two dimensions (images as ``(n, height, width)``) with
     what to do, before ``validate_data`` says only "Found array with dim 3" (a CV probe)."""
-    try:
-        n_dims = np.ndim(X)
-    except ValueError:  # ragged nested lists: validate_data says what is wrong with them
-        return
-    if n_dims > 2:
+    n_dims = getattr(X, "ndim", None)
+    if n_dims is None and isinstance(X, (list, tuple)):
+        try:
+            n_dims = np.ndim(X)
+        except ValueError:  # ragged nested lists: validate_data says what is wrong with them
+            return
+    # (other array-likes go to validate_data as they are: scikit-learn's checks pass one that
+    # refuses numpy functions)
+    if n_dims is not None and n_dims > 2:
         raise ValueError(
             f"X must be a 2-D array of shape (n_samples, n_features), got shape {np.shape(X)}. For images, "
             "give one row per image (X.reshape(len(X), -1)) and reshape the rows inside the network "

@@ -3522,7 +3522,8 @@ class _BaseBONG(BaseEstimator):
             # diag at 1.25 as good as at 0.8; the module docstring of _health).
             lower = (
                 f"Lower sigma0 (now {self.sigma0!r}; about {float(self.sigma0) * target / spread:.2g} gives a spread "
-                f"of {target:.3g}), use sigma0='auto'" + (", or family='dlr'." if diagonal and not by_classes else ".")
+                f"of {target:.3g})"
+                + (", use sigma0='auto', or family='dlr'." if diagonal and not by_classes else " or use sigma0='auto'.")
             )
             wide = (
                 f"the prior is too wide{' for a diagonal posterior' if diagonal else ''}: under it the network's "

@@ -8,6 +8,7 @@ running log-loss of the model is compared with that of a constant predictor that
 online too,
 
 * categorical: the class frequencies seen so far (Krichevsky-Trofimov, ``(n_c + 1/2) / (n + C/2)``);
+  a row of a class not seen before teaches both but is not scored (no learner predicts it);
 * Gaussian: a Gaussian with the running mean and variance of each output, started from
   ``N(0, 1)`` with one pseudo-observation (the estimator standardises its targets). For
   the verdict "diverged" its variance is kept at or above the observation noise ``R``
@@ -858,11 +859,24 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         # From the pseudo-residual, or, in a state pickled before the window was kept, from
         # the mean square of every residual so far.
         window = stats[3] / (1 + health.n_scored) * _decayed_count(health.n_scored)
+    scored = np.ones(Y.shape[0], bool)
+    if likelihood == "categorical":
+        # A row of a class not seen before cannot be predicted from the rows before it, by the
+        # model or by the class frequencies (only by a uniform guess): it teaches both but is
+        # not scored. Scored, such rows judged few-shot streams of many classes: 100 classes
+        # of one row each refused a linear model that learned (held-out accuracy 0.14, chance
+        # 0.01) as diverged, the frequencies' guess at a new class worse than uniform (a probe).
+        weighted = w[:, None] * Y
+        scored = np.sum(Y * (stats + np.cumsum(weighted, axis=0) - weighted), axis=1) > 0
     scores, hits, briers, stats, window, squared = _log_probs(
         likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor,
         window,
     )
     (model, baseline, floored), (model_hits, baseline_hits), (model_brier, baseline_brier) = scores, hits, briers
+    if not scored.all():  # (their weight is 0 below; so is what they add, an infinite loss included)
+        model, baseline, model_hits, baseline_hits, model_brier, baseline_brier = (
+            np.where(scored, a, 0.0) for a in (model, baseline, model_hits, baseline_hits, model_brier, baseline_brier)
+        )
     if likelihood != "categorical":  # one outlier is not a diverged posterior (ROW_EXCESS_CAP)
         reference = floored if floored is not None else baseline
         model = _capped(model, reference)
@@ -870,7 +884,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
             model_log_probs = _capped(np.asarray(model_log_probs, np.float64), reference)
     decay = 1.0 - 1.0 / HORIZON
     n = Y.shape[0]
-    weights = decay ** np.arange(n - 1, -1, -1) * w
+    weights = decay ** np.arange(n - 1, -1, -1) * np.where(scored, w, 0.0)
     shrink = decay**n
     floored_loss = None
     if floored is not None:  # a state kept before the floor goes on from its plain sum
@@ -886,7 +900,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
             residual_square = np.where(np.isfinite(residual_square), residual_square, np.inf)
     return StreamHealth(
         health.n_seen + n_unscored + n,
-        health.n_scored + n,
+        health.n_scored + int(scored.sum()),
         float(model_loss) if np.isfinite(model_loss) else np.inf,
         float(shrink * health.baseline_loss - weights @ baseline),
         float(shrink * health.weight + weights.sum()),

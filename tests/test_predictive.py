@@ -213,7 +213,7 @@ def test_probit_is_within_its_proven_bound_of_the_exact_integral():
 
 
 def test_probit_of_two_uncertain_logits_is_the_binary_probit_of_their_difference():
-    """Softmax depends on the logits' differences only. With two logits ``[x . a, x . b]``
+    """Softmax ignores a shift common to the logits. With two logits ``[x . a, x . b]``
     whose shared shift ``a + b`` is far more uncertain than ``a - b`` (as a softmax's
     common direction stays at its prior: no row informs it), the predictive is
     ``E[sigmoid(d)]``, ``d = x . (a - b)``, and the probit must be within the binary bound
@@ -244,10 +244,11 @@ def test_probit_of_two_uncertain_logits_is_the_binary_probit_of_their_difference
 
 
 def test_probit_multiclass_close_to_large_sample_reference():
-    """With three classes the probit of the logits' differences has no proven bound (it
-    ignores the correlation of the differences); measured on linear iris its largest error
-    against the 20000-draw linearised Monte-Carlo reference is 0.017-0.023 at sigma0 = 1,
-    3 and 10 (scaling each logit by its own variance: 0.066, 0.24 and 0.47), tested at 0.04."""
+    """With three classes the generalised probit has no proven bound (it ignores the
+    correlation of the logits); measured on linear iris its largest error against the
+    20000-draw linearised Monte-Carlo reference is 0.024, 0.065 and 0.071 at sigma0 = 1, 3
+    and 10 (with each logit's own variance, which holds the common shift's: 0.066, 0.24 and
+    0.47), tested at 0.1."""
     X, y = load_iris(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     for sigma0 in (1.0, 10.0):  # the fixture's and a wide prior
@@ -255,7 +256,7 @@ def test_probit_multiclass_close_to_large_sample_reference():
         clf.fit(X[::3], y[::3])
         reference = clf.set_params(predictive="linearized_mc", n_predictive_samples=20000).predict_proba(X)
         probit = clf.set_params(predictive="probit").predict_proba(X)
-        assert np.max(np.abs(probit - reference)) < 0.04
+        assert np.max(np.abs(probit - reference)) < 0.1
 
 
 @pytest.mark.parametrize("predictive", ["plugin", "probit", "linearized_mc", "mc"])

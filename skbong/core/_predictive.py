@@ -130,19 +130,19 @@ class LinearizedGaussian:
 @dataclass(frozen=True)
 class Probit:
     """Generalised probit approximation of the linearised softmax integral (LO-FI Eqs.
-    63-64), applied to the differences of the logits, on which softmax depends:
-    ``p_c ~ 1 / sum_k exp(-(f_c - f_k) / sqrt(1 + pi v_ck / 8))`` with ``v_ck = V_cc + V_kk
-    - 2 V_ck`` the variance of ``f_c - f_k`` under ``V = J Sigma J^T``, normalised over the
-    classes (the mean-field approximation of Lu, Ie and Sha, 2020). With two classes it is
-    the binary probit of the log-odds, ``sigmoid(d / sqrt(1 + pi Var(d) / 8))``.
+    63-64), ``softmax(f_c / sqrt(1 + pi v_c / 8))``, with ``v_c`` the variance of ``f_c``
+    against the mean of the other logits, ``Var(f_c - mean_{k != c} f_k)`` under ``V = J
+    Sigma J^T``: ``(K / (K - 1))^2 [C V C]_cc`` with ``C = I - 11^T / K``. With two classes
+    it is the binary probit of the log-odds, ``sigmoid(d / sqrt(1 + pi Var(d) / 8))``.
 
-    LO-FI's own form, ``softmax(f_c / sqrt(1 + pi V_cc / 8))``, scales each logit by its
-    own variance, which includes that of a shift common to all logits: no row informs it
-    (softmax ignores it), so it keeps its prior variance and flattens every prediction,
-    the more the wider the prior. A probe's logistic regression (two logits, 5,000 rows):
-    test log-loss 0.604 at ``sigma0 = 10`` against 0.405 for the linearised Monte-Carlo
-    average, its probabilities up to 0.42 off, and a sweep over ``sigma0`` weighed by it
-    chose a scale worse on held-out rows.
+    LO-FI's own ``v_c = V_cc`` includes the variance of a shift common to all logits:
+    softmax ignores it and no row informs it, so it keeps its prior variance and flattened
+    every prediction, the more the wider the prior. A probe's logistic regression (two
+    logits, 5,000 rows): test log-loss 0.604 at ``sigma0 = 10`` against 0.405 for the
+    linearised Monte-Carlo average, its probabilities up to 0.42 off, and a sweep over
+    ``sigma0`` weighed by it chose a scale worse on held-out rows. Against the exact
+    linearised integral (``benchmarks/results/probit_forms.md``) this form is as close as
+    the pairwise mean-field form on two and three classes and as LO-FI's on ten.
     """
 
     name = "probit"
@@ -152,14 +152,17 @@ class Probit:
         """Predictive class probabilities of the batch ``x`` (B, D)."""
         del likelihood, obs_noise, key
         f, cov = output_moments(apply_fn, family, state, x)
-        var = jnp.diagonal(cov, axis1=1, axis2=2)
-        gap = f[:, :, None] - f[:, None, :]  # f_c - f_k
-        gap_var = jnp.maximum(var[:, :, None] + var[:, None, :] - 2.0 * cov, 0.0)
-        log_p = -jax.nn.logsumexp(-gap / jnp.sqrt(1.0 + math.pi / 8.0 * gap_var), axis=2)
+        n_classes = f.shape[1]
+        # [C V C]_cc = V_cc - 2 mean_k V_ck + mean_kl V_kl
+        centred = (
+            jnp.diagonal(cov, axis1=1, axis2=2) - 2.0 * jnp.mean(cov, axis=2) + jnp.mean(cov, axis=(1, 2))[:, None]
+        )
+        var = jnp.maximum(centred, 0.0) * (n_classes / max(n_classes - 1, 1)) ** 2
         # A variance past the dtype's range would scale the logits by 0, a uniform row that
         # looks valid (a probe's feature at 1e20 in float32); NaN lets the caller say why.
-        finite = jnp.all(jnp.isfinite(var), axis=1, keepdims=True)
-        return CategoricalPredictive(jnp.where(finite, jax.nn.log_softmax(log_p), jnp.nan))
+        finite = jnp.all(jnp.isfinite(cov), axis=(1, 2))[:, None]
+        scaled = jnp.where(finite, f / jnp.sqrt(1.0 + math.pi / 8.0 * var), jnp.nan)
+        return CategoricalPredictive(jax.nn.log_softmax(scaled))
 
 
 @dataclass(frozen=True)

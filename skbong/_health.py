@@ -763,6 +763,13 @@ def _decayed_sums(values: np.ndarray, start: np.ndarray, block: int = 2048) -> t
     return before, total
 
 
+def _counts_before(counts: np.ndarray, Y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The weighted class counts before each row of the one-hot ``Y`` ``(N, C)``, from
+    ``counts`` before the first."""
+    weighted = w[:, None] * Y
+    return counts + np.cumsum(weighted, axis=0) - weighted
+
+
 def _log_probs(
     likelihood: str, Y: np.ndarray, w: np.ndarray, model_log_probs, model_means, stats: np.ndarray, n_scored: int,
     noise_floor=None, residual_window=None,
@@ -779,8 +786,7 @@ def _log_probs(
     returned pair of log-probabilities then has that score third (else None)."""
     if likelihood == "categorical":
         n_classes = Y.shape[1]
-        weighted = w[:, None] * Y
-        before = stats + np.cumsum(weighted, axis=0) - weighted  # counts before each row
+        before = _counts_before(stats, Y, w)
         proba = (before + 0.5) / (before.sum(axis=1, keepdims=True) + 0.5 * n_classes)
         scores = (np.asarray(model_log_probs, np.float64), np.log(np.sum(Y * proba, axis=1)))
         label = Y.argmax(axis=1)
@@ -866,8 +872,7 @@ def update_health(health: StreamHealth, likelihood: str, Y: np.ndarray, model_lo
         # not scored. Scored, such rows judged few-shot streams of many classes: 100 classes
         # of one row each refused a linear model that learned (held-out accuracy 0.14, chance
         # 0.01) as diverged, the frequencies' guess at a new class worse than uniform (a probe).
-        weighted = w[:, None] * Y
-        scored = np.sum(Y * (stats + np.cumsum(weighted, axis=0) - weighted), axis=1) > 0
+        scored = np.sum(Y * _counts_before(stats, Y, w), axis=1) > 0
     scores, hits, briers, stats, window, squared = _log_probs(
         likelihood, Y, w, model_log_probs, np.asarray(model_means)[n_unscored:], stats, health.n_scored, noise_floor,
         window,

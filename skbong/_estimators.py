@@ -835,6 +835,13 @@ def _is_linen(model) -> bool:
 _X_FORMAT = {"dtype": [np.float64, np.float32], "accept_sparse": "csr"}
 
 
+def _validated(estimator, X, *args, **kwargs):
+    """scikit-learn's ``validate_data`` of ``X`` (and ``y`` in ``args``) in the filter's
+    format (``_X_FORMAT``), after :func:`_refuse_images`."""
+    _refuse_images(X)
+    return validate_data(estimator, X, *args, **_X_FORMAT, **kwargs)
+
+
 def _refuse_images(X) -> None:
     """Refuse an ``X`` of more than two dimensions (images as ``(n, height, width)``) with
     what to do, before ``validate_data`` says only "Found array with dim 3" (a CV probe)."""
@@ -3624,8 +3631,7 @@ class _BaseBONG(BaseEstimator):
         self._check_structure()
         if self._validated_already(X):
             return X.astype(self.dtype, copy=False)
-        _refuse_images(X)
-        X = validate_data(self, X, reset=False, **_X_FORMAT)
+        X = _validated(self, X, reset=False)
         return self._in_dtype(X, "X", dtype_advice=False)
 
     def _validated_already(self, X) -> bool:
@@ -4058,8 +4064,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         self : BONGClassifier
         """
         with self._fitting() as est:
-            _refuse_images(X)
-            X, y = validate_data(est, X, y, **_X_FORMAT)
+            X, y = _validated(est, X, y)
             check_classification_targets(y)
             sample_weight = est._sample_weight(sample_weight, X)
             classes = np.unique(y)
@@ -4123,8 +4128,7 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         """
         with self._fitting() as est:
             first_call = not hasattr(est, "posterior_")
-            _refuse_images(X)
-            X, y = validate_data(est, X, y, reset=first_call, **_X_FORMAT)
+            X, y = _validated(est, X, y, reset=first_call)
             if first_call:  # later calls refuse any label outside classes_ (_one_hot)
                 check_classification_targets(y)
                 if classes is None:
@@ -4501,8 +4505,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         self : BONGRegressor
         """
         with self._fitting() as est:
-            _refuse_images(X)
-            X, y = validate_data(est, X, y, multi_output=True, y_numeric=True, **_X_FORMAT)
+            X, y = _validated(est, X, y, multi_output=True, y_numeric=True)
             sample_weight = est._sample_weight(sample_weight, X)
             est._absorb(X, y, reset=True, n_passes=int(est.max_iter), shuffle=est.shuffle, sample_weight=sample_weight)
         return self
@@ -4526,8 +4529,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         """
         with self._fitting() as est:
             first_call = not hasattr(est, "posterior_")
-            _refuse_images(X)
-            X, y = validate_data(est, X, y, reset=first_call, multi_output=True, y_numeric=True, **_X_FORMAT)
+            X, y = _validated(est, X, y, reset=first_call, multi_output=True, y_numeric=True)
             sample_weight = est._sample_weight(sample_weight, X)
             est._absorb(X, y, reset=first_call, n_passes=1, shuffle=False, sample_weight=sample_weight)
         return self

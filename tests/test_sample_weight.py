@@ -136,6 +136,29 @@ def test_zero_weight_rows_are_removed_rows(family):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_under_process_noise_a_zero_weight_row_skips_its_predict_step_and_a_tiny_weight_takes_it():
+    """The user guide's missing observation of a state-space stream. A row of weight 0 is a
+    removed row, its predict step included; a row of weight ``1e-9`` takes the predict step
+    ``Sigma <- Sigma + q I`` (LO-FI Eq. 14) and an update too small to see."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(52, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 0.3 * rng.normal(size=52)
+    q = 1e-2
+    params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", process_noise=q, obs_noise=0.5,
+                  shuffle=False, random_state=0)
+    fitted = BONGRegressor(**params).fit(X[:50], y[:50])
+    before = np.asarray(fitted.posterior_.cov)
+
+    zero = BONGRegressor(**params).fit(X[:50], y[:50]).partial_fit(X[50:], y[50:], sample_weight=[0.0, 1.0])
+    removed = BONGRegressor(**params).fit(X[:50], y[:50]).partial_fit(X[51:], y[51:])
+    for a, b in zip(_leaves(zero.posterior_), _leaves(removed.posterior_)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+    tiny = BONGRegressor(**params).fit(X[:50], y[:50]).partial_fit(X[50:51], y[50:51], sample_weight=[1e-9])
+    np.testing.assert_allclose(np.asarray(tiny.posterior_.cov), before + q * np.eye(len(before)), rtol=1e-6)
+    np.testing.assert_allclose(tiny.posterior_.mean, fitted.posterior_.mean, atol=1e-7)
+
+
 def test_zero_weight_rows_are_not_scored_by_the_health_checks():
     """The divergence and learning checks score rows by their weights: rows of weight zero,
     here 300 of 400 with flipped labels (or one target of 1e4), change nothing in the fit,

@@ -325,6 +325,45 @@ def test_the_overconfidence_warning_advises_averaging_only_where_the_estimator_d
     assert not said["probit", True]
 
 
+def test_a_fit_that_does_not_learn_under_a_narrow_prior_is_told_to_raise_sigma0():
+    """A prior under which the outputs barely spread holds the weights at their initial
+    values. A probe's friedman1 at sigma0 = 0.001 in steps of 350 rows was told to take smaller
+    steps and to lower sigma0, and both left R^2 at -0.75; wine at 0.001 was told to try a
+    larger rank or family='fc', which changed nothing. They are now told to raise sigma0, and
+    the sigma0 offered learns."""
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=1000, noise=1.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGRegressor(batch_size=250, sigma0=0.001, random_state=0).fit(X[:750], y[:750])
+    (message,) = _messages(caught, "fitted on worse than a constant")
+    assert "Its prior is too narrow" in message and "batch_size (the paper's" not in message
+    offered = float(re.search(r"about ([0-9.]+) gives a spread of 1", message).group(1))
+    assert 0.05 < offered < 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        refit = BONGRegressor(batch_size=250, sigma0=offered, random_state=0).fit(X[:750], y[:750])
+    assert refit.score(X[750:], y[750:]) > 0.5
+
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGClassifier(sigma0=0.001, random_state=0).fit(X, y)
+    (message,) = _messages(caught, "is not learning")
+    assert "Its prior is too narrow" in message and "larger rank" not in message
+    # At the default scale the outputs spread widely enough: no such sentence on a fit that
+    # does not learn because there is nothing to learn (labels independent of X).
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGClassifier(random_state=0).fit(X, rng.permutation(y))
+    (message,) = _messages(caught, "learning")
+    assert "too narrow" not in message
+
+
 def test_a_classifier_that_learns_nothing_warns(digits):
     X, y = digits
     with pytest.warns(ConvergenceWarning, match="not learning"):

@@ -442,6 +442,13 @@ OUTPUT_SCALES_AFTER = 50
 #: deviation twice or half what its errors call for (a 95% interval covering about 68% or
 #: 99.99% of its rows).
 OUTPUT_SCALES_RATIO = 4.0
+#: Times the mean square of the errors above which the observation noise alone (``c R_0``,
+#: or a fixed noise), not the process noise, is named by the noise warning under dynamics:
+#: a probe's drifted linear stream, after the drift advice, predicted a variance 17.8 times
+#: its errors, 9.7 of it the calibrated noise that still held the drift's errors; a smaller
+#: process_noise left 4.0 and cost R^2, obs_noise='adaptive' matched. Twice, so that a noise
+#: near the errors (a fixed one set from a previous warning) still has the weights named.
+NOISE_ALONE_WIDE = 2.0
 
 
 def _output_scales_apart(own: np.ndarray, shared: float) -> tuple[int, float] | None:
@@ -2738,12 +2745,7 @@ class _BaseBONG(BaseEstimator):
                 f"of its errors: process_noise (now {_shown(self.process_noise)}) adds to the variance of every weight "
                 "before every row "
                 "(LO-FI Eq. 19), and the standard deviations of predict(return_std=True) grow with it. Use a smaller "
-                "process_noise"
-                + (
-                    ", or a dynamics_decay below 1, which bounds that variance at q / (1 - gamma^2)."
-                    if not callable(self.dynamics_decay) and self.dynamics_decay == 1
-                    else "."
-                ),
+                "process_noise.",
                 ConvergenceWarning,
             )
         elif not self._fixed_noise:
@@ -2763,7 +2765,8 @@ class _BaseBONG(BaseEstimator):
                     f" The noise (obs_noise={self.obs_noise!r}) is fitted to all the rows so far and does not follow "
                     "the errors of the latest ones"
                     + (
-                        ": obs_noise='adaptive' follows a noise level that changes."
+                        ": obs_noise='adaptive' follows a noise level that changes (it takes effect with fit, "
+                        "which starts over)."
                         if self.obs_noise == "calibrated"
                         else "."
                     )
@@ -2982,8 +2985,15 @@ class _BaseBONG(BaseEstimator):
         ``noise_scale_``): ``obs_noise_`` is set only after the call (a probe's first fit
         failed with an AttributeError on it, and a refit read the last fit's). The noise
         alone cannot make a fixed-noise predictive too wide (its warning said "too small,
-        near 8.53" and, taken, "too large, near 8.11"), so the weights' part is named."""
+        near 8.53" and, taken, "too large, near 8.11"), so the weights' part is named. A
+        noise alone more than ``NOISE_ALONE_WIDE`` times the errors is named instead (None):
+        a fitted noise that still holds the errors of a drift (a probe followed the drift
+        advice; 1,500 rows later a noise of 9.7 times the errors was blamed on its
+        process_noise, and a smaller one did not mend it)."""
         if not _has_process_noise(self.process_noise):
+            return None
+        noise = np.mean(np.asarray(obs_noise, np.float64)) * (self.noise_scale_ if calibrated else 1.0)
+        if noise > NOISE_ALONE_WIDE * np.mean(health.mean_square_errors()):
             return None
         with _x64_scope(self.dtype):
             predictive = self._predictive(config)
@@ -3378,14 +3388,16 @@ class _BaseBONG(BaseEstimator):
             shrink = f"{decay**2:.3g}" if decay**2 < 0.999 else f"1 - {1 - decay**2:.3g}"
             return (
                 f" With dynamics_decay={decay!r} and no process_noise, every row shrinks the covariance by "
-                f"gamma^2 = {shrink} until the belief collapses: add process_noise{keeps} or set "
-                "dynamics_decay=1."
+                f"gamma^2 = {shrink} until the belief collapses: set dynamics_decay=1 (static weights, what a "
+                f"stream that does not drift needs), or, to forget older rows, add process_noise{keeps}."
             )
-        causes = []
+        causes, milder = [], []
         if _has_process_noise(noise):
             causes.append(f"process_noise (now {_shown(noise)}) widens the covariance before every row")
+            milder.append("a smaller process_noise")
         if callable(decay) or decay != 1:
             causes.append(f"dynamics_decay (now {_shown(decay)}) moves the mean and the covariance before every row")
+            milder.append("a dynamics_decay nearer 1")
         if self.inflation is not None:
             # Inflation forgets too: a probe's inflation='simple' stream, diverged before any
             # drift, was told that its static weights could not follow a drift.
@@ -3399,6 +3411,7 @@ class _BaseBONG(BaseEstimator):
                     else ""
                 )
             )
+            milder.append("a smaller inflation_alpha")
         if not causes:
             return ""
         bounded = ""
@@ -3412,7 +3425,7 @@ class _BaseBONG(BaseEstimator):
                 "sigma0^2 (with dynamics_decay=1 it grows by process_noise a row without bound)"
             )
         return (
-            " The dynamics may be the cause: " + " and ".join(causes) + "; try smaller ones or static weights"
+            " The dynamics may be the cause: " + " and ".join(causes) + f"; try {_either(milder)}, or static weights"
             + bounded + "."
         )
 

@@ -2391,6 +2391,12 @@ class _BaseBONG(BaseEstimator):
             else "The prior is too wide for this network and data: "
             + _either([f"lower sigma0 ({advice.scales})", *advice.other_remedies, "scale the inputs"])
             + "."
+            if self.algorithm == "bong"
+            # The learning rate first (a probe's BOG at the default rate of 1 on digits: no
+            # sigma0 helped, 'auto' failed at every scale; a rate of 0.03 learned, 0.961).
+            else "The steps are too large or the prior too wide for this network and data: "
+            + _either([*advice.other_remedies, f"lower sigma0 ({advice.scales})", "scale the inputs"])
+            + "."
         )
         raise FloatingPointError(
             f"The {self.family!r} posterior became invalid (non-finite, or a variance "
@@ -2425,6 +2431,10 @@ class _BaseBONG(BaseEstimator):
         )
         scale_advice = "scale the inputs (e.g. StandardScaler)"
         remedies = [sigma0_advice, scale_advice, *advice.other_remedies]
+        if self.algorithm != "bong":
+            # The learning rate first: a probe's BOG at the default rate of 1 was told to lower
+            # sigma0, which changes nothing in its plain gradient steps; a rate of 0.03 learned.
+            remedies = [advice.other_remedies[0], sigma0_advice, scale_advice, *advice.other_remedies[1:]]
         barely_moved = (
             f"the weights moved only {np.sqrt(conflict):.2g} prior standard deviations from the prior mean "
             "(root mean square), and the network there predicts this badly already"
@@ -2565,7 +2575,10 @@ class _BaseBONG(BaseEstimator):
         belief_valid,
     ) -> None:
         """Warn that the posterior mean lies far out in the prior (:func:`prior_conflict`)."""
-        scale_advice = f"tune sigma0 (fitted with {prior_scale!r})"
+        scale_advice = f"tune sigma0 (fitted with {prior_scale!r})" + (
+            # (a probe's BOG at learning rate 0.1 was told to tune sigma0, which moved nothing)
+            f", the learning rate (now {self.learning_rate!r})," if self.algorithm != "bong" else ""
+        )
         if grid is not None:
             # The search is done: say what it chose, and why no wider scale was kept.
             broke = [float(scale) for scale in grid[~np.asarray(belief_valid, bool)] if scale > prior_scale]
@@ -2629,7 +2642,11 @@ class _BaseBONG(BaseEstimator):
             + "."
             + ("" if health.far_worse else advice.drift_warned)
             + " Its probabilities are not to be trusted: "
-            f"{advice.sigma0_remedy.lower()} ({advice.sigma0_scales}), scale the inputs{advice.inflation_hint}"
+            + _either(
+                [f"{advice.sigma0_remedy.lower()} ({advice.sigma0_scales})", "scale the inputs"]
+                + ([advice.inflation_hint.removeprefix(", ")] if advice.inflation_hint else [])
+                + (["average over the posterior (predictive='probit')"] if self.predictive == "plugin" else [])
+            )
             + self._averaging_advice()
             + advice.dynamics
             + advice.weights
@@ -2852,7 +2869,8 @@ class _BaseBONG(BaseEstimator):
         # Remedies besides sigma0 and the inputs: a smaller learning rate where one acts, and a
         # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
         # direction the data do not constrain).
-        other_remedies = (["lower the learning rate"] if self.algorithm != "bong" else []) + (
+        learning_rate = [f"lower the learning rate (now {self.learning_rate!r})"] if self.algorithm != "bong" else []
+        other_remedies = learning_rate + (
             [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
         )
         inflation_hint = (
@@ -3451,12 +3469,11 @@ class _BaseBONG(BaseEstimator):
             return np.asarray(_marginal_variance_of(config.family, jax.tree_util.tree_map(_on_device, state)))
 
     def _averaging_advice(self) -> str:
-        """The end of the overconfidence warning's remedies: to average over the posterior,
-        unless the estimator does; a predictive other than the plug-in that the running
-        check did not score (it scores the plug-in unless ``prequential=True`` or a grid of
+        """The end of the overconfidence warning: a predictive other than the plug-in (whose
+        remedy, to average over the posterior, is among the others) that the running check did not score (it scores the plug-in unless ``prequential=True`` or a grid of
         prior scales weighs them by that predictive) is named."""
         if self.predictive == "plugin":
-            return ", or average over the posterior (predictive='probit')."
+            return "."
         if self.prequential or self._sigma0_grid() is not None:
             return "."
         return (
@@ -3558,11 +3575,13 @@ class _BaseBONG(BaseEstimator):
         # breast_cancer, wine: their best sigma0 has spreads of 2.6-17).
         diagonal = self.family in ("diag", "diag_mom") and not linear
         limit = PRIOR_OUTPUT_STD if diagonal else PRIOR_OUTPUT_STD_CORRELATED
+        correlated_limit = PRIOR_OUTPUT_STD_CORRELATED  # that of family='dlr', offered to a diagonal one
         by_classes = False
         if self._likelihood == "categorical" and self.model is None and not linear:
             # Standardised inputs tolerate wider spreads, the fewer the classes, in every family (_health).
             class_limit = prior_output_std_for_classes(n_outputs, mean_square)
             by_classes, limit = class_limit > limit, max(limit, class_limit)
+            correlated_limit = max(correlated_limit, class_limit)
         kalman_family = self.family in ("diag", "dlr", "slr") or (linear and self.family == "fc")
         if self._likelihood == "gaussian" and kalman_family:
             # With a Gaussian likelihood the natural-parameter diagonal (Kalman-gain) and
@@ -3588,7 +3607,13 @@ class _BaseBONG(BaseEstimator):
             lower = (
                 f"Lower sigma0 (now {self.sigma0!r}; about {float(self.sigma0) * target / spread:.2g} gives a spread "
                 f"of {target:.3g})"
-                + (", use sigma0='auto', or family='dlr'." if diagonal and not by_classes else " or use sigma0='auto'.")
+                # family='dlr' only within its own limit (a probe's MNIST diag at spread 7.3, told
+                # to take dlr, was then told that dlr's prior was too wide)
+                + (
+                    ", use sigma0='auto', or family='dlr'."
+                    if diagonal and not by_classes and spread <= correlated_limit
+                    else " or use sigma0='auto'."
+                )
             )
             wide = (
                 f"the prior is too wide{' for a diagonal posterior' if diagonal else ''}: under it the network's "

@@ -322,6 +322,8 @@ def test_the_overconfidence_warning_advises_averaging_only_where_the_estimator_d
     assert plugin.endswith("or average over the posterior (predictive='probit').")
     assert "predictive='probit' is used by predict_proba but not scored while fitting" in probit
     assert "average over the posterior" not in probit
+    # Its remedies still read as a list (a probe: "..., scale the inputs. These are ...").
+    assert "or scale the inputs. These are the plug-in predictive's losses" in probit
     assert not said["probit", True]
 
 
@@ -362,6 +364,37 @@ def test_a_fit_that_does_not_learn_under_a_narrow_prior_is_told_to_raise_sigma0(
         BONGClassifier(random_state=0).fit(X, rng.permutation(y))
     (message,) = _messages(caught, "learning")
     assert "too narrow" not in message
+
+
+def test_a_learning_rate_algorithm_that_breaks_is_told_to_lower_the_learning_rate_first():
+    # A probe's BOG at the default learning rate of 1 on standardised digits was told to lower
+    # sigma0, which does not move its plain gradient steps ('auto' failed at every scale).
+    X, y = load_digits(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    with pytest.raises(FloatingPointError, match=r"lower the learning rate \(now 1.0\), lower sigma0"):
+        BONGClassifier(algorithm="bog", random_state=0).fit(X[:400], y[:400])
+    # At 0.1 its weights ran 90 prior standard deviations out: the conflict names the rate too.
+    with pytest.warns(ConvergenceWarning, match=r"tune sigma0 \(fitted with 0.3\), the learning rate \(now 0.1\),"):
+        BONGClassifier(algorithm="bog", learning_rate=0.1, random_state=0).fit(X, y)
+
+
+def test_a_diagonal_family_is_offered_dlr_only_within_dlr_s_own_prior_width():
+    # A probe's MNIST diag at a spread of 7.3 was offered family='dlr', whose own check then
+    # said its prior was too wide (limit 6).
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:200] / 16, y[:200]
+    said = {}
+    for sigma0 in (1.0, 3.0):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                BONGClassifier(family="diag", sigma0=sigma0, random_state=0).fit(X, y)
+            except FloatingPointError as error:
+                caught.append(warnings.WarningMessage(str(error), ConvergenceWarning, "", 0))
+        (said[sigma0],) = _messages(caught, "prior is too wide for a diagonal posterior")
+    spreads = {s: float(re.search(r"deviation of ([0-9.]+)", m).group(1)) for s, m in said.items()}
+    assert spreads[1.0] < 6 < spreads[3.0]
+    assert "family='dlr'" in said[1.0] and "family='dlr'" not in said[3.0]
 
 
 def test_a_classifier_that_learns_nothing_warns(digits):

@@ -3470,8 +3470,9 @@ class _BaseBONG(BaseEstimator):
 
     def _averaging_advice(self) -> str:
         """The end of the overconfidence warning: a predictive other than the plug-in (whose
-        remedy, to average over the posterior, is among the others) that the running check did not score (it scores the plug-in unless ``prequential=True`` or a grid of
-        prior scales weighs them by that predictive) is named."""
+        remedy, to average over the posterior, is among the others) that the running check
+        did not score (it scores the plug-in unless ``prequential=True`` or a grid of prior
+        scales weighs them by that predictive) is named."""
         if self.predictive == "plugin":
             return "."
         if self.prequential or self._sigma0_grid() is not None:

@@ -458,8 +458,17 @@ def test_a_fit_that_learns_nothing_under_extreme_weights_names_them():
 
     X, y = load_breast_cancer(return_X_y=True)
     overshoot = r"The row weights \(sample_weight times class_weight\) reach 1e\+06"
-    with pytest.warns(ConvergenceWarning, match=overshoot):
-        BONGClassifier(class_weight={0: 1e6, 1: 1}, random_state=0).fit(scale(X), y)
+    # A warning on an AMD EPYC host, a refusal as diverged on an Intel Xeon (3.45 nats a row
+    # against 2e-5 for the constant; round-off decides how far the steps overshoot): both
+    # name the weights.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            BONGClassifier(class_weight={0: 1e6, 1: 1}, random_state=0).fit(scale(X), y)
+            said = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        except FloatingPointError as error:
+            said = [str(error)]
+    assert any(re.search(overshoot, message) for message in said), said
 
 
 def test_messages_name_heavy_weights_as_the_noise_they_divide_and_the_rows_they_favour():

@@ -3010,16 +3010,17 @@ class _BaseBONG(BaseEstimator):
         process_noise, and a smaller one did not mend it)."""
         if not _has_process_noise(self.process_noise):
             return None
-        noise = np.mean(np.asarray(obs_noise, np.float64)) * (self.noise_scale_ if calibrated else 1.0)
-        if noise > NOISE_ALONE_WIDE * np.mean(health.mean_square_errors()):
+        noise_scale = self.noise_scale_ if calibrated else 1.0
+        errors = np.mean(health.mean_square_errors())
+        if np.mean(np.asarray(obs_noise, np.float64)) * noise_scale > NOISE_ALONE_WIDE * errors:
             return None
         with _x64_scope(self.dtype):
             predictive = self._predictive(config)
             out = predict_distribution(
                 config, predictive, self._forecast(config), X[-HORIZON:],
-                obs_noise * (self.noise_scale_ if calibrated else 1.0), self._predict_key(self._seed, predictive),
+                obs_noise * noise_scale, self._predict_key(self._seed, predictive),
             )
-        ratio = float(np.mean(np.asarray(out.var, np.float64)) / np.mean(health.mean_square_errors()))
+        ratio = float(np.mean(np.asarray(out.var, np.float64)) / errors)
         return ratio if ratio > 1 else None
 
     def _in_sample_comparison(self, model_loss: float, constant_loss: float, accuracy) -> str:
@@ -3473,9 +3474,7 @@ class _BaseBONG(BaseEstimator):
         remedy, to average over the posterior, is among the others) that the running check
         did not score (it scores the plug-in unless ``prequential=True`` or a grid of prior
         scales weighs them by that predictive) is named."""
-        if self.predictive == "plugin":
-            return "."
-        if self.prequential or self._sigma0_grid() is not None:
+        if self.predictive == "plugin" or self.prequential or self._sigma0_grid() is not None:
             return "."
         return (
             f". These are the plug-in predictive's losses: predictive={self.predictive!r} is used by predict_proba "

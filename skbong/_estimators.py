@@ -992,9 +992,11 @@ class _CallAdvice:
     where it does not apply (:meth:`_BaseBONG._call_advice`).
 
     ``scales`` names the prior scales tried, ``sigma0_remedy`` and ``sigma0_scales`` how to
-    change them (only fit sets the prior); ``other_remedies`` are those besides sigma0 and the
-    inputs, ``inflation_hint`` the same for a smaller inflation_alpha; ``heaviest`` is the
-    heaviest row weight; ``dynamics``, ``weights`` and ``light_weights`` advise on the
+    change them (only fit sets the prior); the remedies besides sigma0 and the inputs are
+    ``rate_remedies`` (a smaller learning rate, where one acts) and ``inflation_remedies`` (a
+    smaller inflation_alpha, which ``inflation_hint`` gives as a clause), both in
+    ``other_remedies``; ``heaviest`` is the heaviest row weight; ``dynamics``, ``weights``
+    and ``light_weights`` advise on the
     dynamics and on row weights far above or below 1; ``drift_refused`` and ``drift_warned``
     tell a stream that learned before of drift, in a refusal and in a warning; ``target`` is
     the regressor's advice on a scale of y it could not estimate; ``input_shift`` the call's
@@ -1004,7 +1006,8 @@ class _CallAdvice:
     scales: str
     sigma0_remedy: str
     sigma0_scales: str
-    other_remedies: list[str]
+    rate_remedies: list[str]
+    inflation_remedies: list[str]
     inflation_hint: str
     heaviest: float
     heavy_weight: float
@@ -1016,6 +1019,11 @@ class _CallAdvice:
     target: str
     input_shift: _InputShift | None
     prior: list[str]
+
+    @property
+    def other_remedies(self) -> list[str]:
+        """The remedies besides sigma0 and the inputs, the learning rate's first."""
+        return [*self.rate_remedies, *self.inflation_remedies]
 
 
 def _same_sigma0(a, b) -> bool:
@@ -2434,7 +2442,7 @@ class _BaseBONG(BaseEstimator):
         if self.algorithm != "bong":
             # The learning rate first: a probe's BOG at the default rate of 1 was told to lower
             # sigma0, which changes nothing in its plain gradient steps; a rate of 0.03 learned.
-            remedies = [advice.other_remedies[0], sigma0_advice, scale_advice, *advice.other_remedies[1:]]
+            remedies = [*advice.rate_remedies, sigma0_advice, scale_advice, *advice.inflation_remedies]
         barely_moved = (
             f"the weights moved only {np.sqrt(conflict):.2g} prior standard deviations from the prior mean "
             "(root mean square), and the network there predicts this badly already"
@@ -2870,9 +2878,7 @@ class _BaseBONG(BaseEstimator):
         # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
         # direction the data do not constrain).
         learning_rate = [f"lower the learning rate (now {self.learning_rate!r})"] if self.algorithm != "bong" else []
-        other_remedies = learning_rate + (
-            [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
-        )
+        inflation = [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
         inflation_hint = (
             f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
         )
@@ -2948,7 +2954,8 @@ class _BaseBONG(BaseEstimator):
         sigma0_scales = scales if reset else f"only fit sets the prior; {scales}"
         return _CallAdvice(
             scales=scales,
-            other_remedies=other_remedies,
+            rate_remedies=learning_rate,
+            inflation_remedies=inflation,
             inflation_hint=inflation_hint,
             heaviest=heaviest,
             heavy_weight=heavy_weight,

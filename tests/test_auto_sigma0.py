@@ -24,6 +24,14 @@ def digits():
     return X[:300] / 16, y[:300]
 
 
+def _log_scale_prior(grid):
+    """The documented prior over a sweep's scales: the weight halves with every decade
+    between a scale and 0.3, normalised over the grid."""
+    log_weights = [-math.log(2.0) * abs(math.log10(s / 0.3)) for s in grid]
+    norm = math.log(sum(math.exp(w) for w in log_weights))
+    return [w - norm for w in log_weights]
+
+
 def _row_by_row_average(member_log_probs, evidence=None):
     """log sum_k w_k(t) p_k(y_t), with w_k(t) proportional to prod_{s<t} p_k(y_s) (times
     ``exp(evidence_k)`` given)."""
@@ -50,7 +58,9 @@ def test_the_average_over_scales_is_built_from_the_single_scale_filters(digits, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the narrowest scale alone learns little
         auto = BONGClassifier(sigma0=grid, **common).fit(X, y)
-    expected_log_prob, evidence = _row_by_row_average([m.prequential_log_prob_ for m in singles])
+    expected_log_prob, evidence = _row_by_row_average(
+        [m.prequential_log_prob_ for m in singles], _log_scale_prior(grid)
+    )
     np.testing.assert_allclose(auto.prequential_log_prob_, expected_log_prob, rtol=1e-8)
     weights = np.exp(evidence - evidence.max()) / np.exp(evidence - evidence.max()).sum()
     np.testing.assert_allclose(auto.sigma0_weights_, weights, rtol=1e-6, atol=1e-300)
@@ -74,8 +84,8 @@ def test_occams_window_drops_the_scales_far_behind_and_stops_running_them():
         auto = BONGClassifier(sigma0=grid, **common).fit(X, y)
     member_log_probs = np.array([m.prequential_log_prob_ for m in singles])
     assert OCCAM_BURN_IN == 512
-    head, evidence = _row_by_row_average(member_log_probs[:, :512])
-    half = member_log_probs[:, :256].sum(axis=1)
+    head, evidence = _row_by_row_average(member_log_probs[:, :512], _log_scale_prior(grid))
+    half = np.array(_log_scale_prior(grid)) + member_log_probs[:, :256].sum(axis=1)
     dropped = (evidence < evidence.max() - OCCAM_WINDOW) & (evidence.max() - evidence >= half.max() - half)
     assert dropped.any() and not dropped.all()
     kept = np.flatnonzero(~dropped)
@@ -294,7 +304,9 @@ def test_scales_whose_evidence_cannot_differ_are_told_and_others_are_not():
     with pytest.warns(UserWarning, match=r"cannot choose a prior scale.*algorithm='bog'.*Fix sigma0"):
         tied = BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", algorithm="bog", learning_rate=0.05,
                               random_state=0).fit(X, y)
-    np.testing.assert_allclose(tied.sigma0_weights_, np.full(len(AUTO_SIGMA0), 1 / len(AUTO_SIGMA0)))
+    # Weighed by the prior over the scales alone; sigma0_ is its favourite, the default.
+    np.testing.assert_allclose(tied.sigma0_weights_, np.exp(_log_scale_prior(AUTO_SIGMA0)), rtol=1e-9)
+    assert tied.sigma0_ == 0.3
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         BONGClassifier(hidden_layer_sizes=(4,), sigma0="auto", random_state=0).fit(X, y)
@@ -323,3 +335,23 @@ def test_a_predictive_changed_after_a_sweep_fit_warns_that_the_weights_mix_two_e
         BONGClassifier(hidden_layer_sizes=(4,), sigma0=[0.1, 1.0], random_state=0).fit(X, y).set_params(
             predictive="mc"
         ).predict_proba(X)  # predicting with another predictive weighs nothing
+
+
+def test_a_few_rows_that_cannot_tell_the_scales_apart_leave_the_default_scale():
+    # One row of each class: the scales' evidence is within a fraction of a nat, narrowest
+    # first. Under a uniform prior over the grid sigma0_ was 0.01, whose posterior barely
+    # leaves the prior mean; the prior over the scales settles the near-tie on the default.
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    rows = [0, 50, 100]
+    common = dict(prequential=True, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # three rows: too few for the health checks' verdicts
+        evidence = [BONGClassifier(sigma0=s, **common).fit(X[rows], y[rows]).prequential_log_prob_.sum()
+                    for s in AUTO_SIGMA0]
+        auto = BONGClassifier(sigma0="auto", **common).fit(X[rows], y[rows])
+        narrowest = BONGClassifier(sigma0=AUTO_SIGMA0[0], random_state=0).fit(X[rows], y[rows])
+    assert np.ptp(evidence) < 1.0 and int(np.argmax(evidence)) == 0  # the premise: a near-tie, narrowest first
+    assert auto.sigma0_ == 0.3
+    rest = np.setdiff1d(np.arange(len(y)), rows)
+    assert auto.score(X[rest], y[rest]) > narrowest.score(X[rest], y[rest]) + 0.1

@@ -1082,9 +1082,10 @@ def _average_over_members(
 ):
     """Bayesian model average over the members of a sweep, one observation at a time.
 
-    Member ``k`` (prior scale ``sigma0_k``, uniform prior over the grid) has weight
+    Member ``k`` (prior scale ``sigma0_k``) has weight
     ``w_k(t) ~ exp(E_k + sum_{s<t} v_s log p_k(y_s))`` before observation ``t``, where
-    ``E_k`` is its log-evidence on earlier calls and ``v_s`` the row's ``sample_weight``
+    ``E_k`` is its log prior (``_log_scale_prior``) plus its log-evidence on earlier calls
+    and ``v_s`` the row's ``sample_weight``
     (1 without): the evidence of the tempered likelihood ``p^v`` that the update absorbs,
     so a row of weight 0 weighs nothing. The average predicts ``y_t`` with ``sum_k w_k(t)
     p_k(y_t)``. A member whose predictions went non-finite on a row of positive weight has

@@ -83,29 +83,32 @@ print(json.dumps({"partial_fit": per_call(lambda i: clf.partial_fit(*rows[i])),
 """
 
 #: Reading of the committed run (written after it; the tables above it are computed).
-NOTES = """**Reading** (written after the run of 2026-11-28; the numbers are the tables').
+NOTES = """**Reading** (written after the run of 2026-12-01 on an Intel Xeon, with the prior over the
+scales of `sigma0="auto"`; the numbers are the tables'. The run of 2026-11-28, on an AMD EPYC
+and under a uniform prior over the scales, gave the same ratios within 0.1 and auto's regret
+221 with 11 of 40 arms at 1; its absolute times were 2-4x shorter on that host.)
 
 - *Where the fixed default is wrong for the task, auto wins.* On the MNIST bandit at the
-  estimator's defaults, 0.3 earns 808 of 3,000 and auto 1,537 (+729 ± 77, every seed); auto
+  estimator's defaults, 0.3 earns 808 of 3,000 and auto 1,531 (+723 ± 75, every seed); auto
   chose 0.1, the scale that `mnist_bandit.py` chose on its tuning half.
 - *Where 0.3 happens to be right, auto loses.* On the wheel bandit 0.3 is the best of the
   fixed scales for Thompson sampling (regret 103, against 183 at 0.1 and 284 at 1), and auto
-  doubles it (221, every seed worse). Auto weighs the scales by how well their posterior
+  doubles it (206, every seed worse). Auto weighs the scales by how well their posterior
   *means* predict (the plug-in evidence, see the user guide), not by how well their widths
-  do: it ended at sigma0 = 1 for 11 of 40 arms, whose posterior samples are far too wide for
+  do: it ended at sigma0 = 1 for 7 of 40 arms, whose posterior samples are far too wide for
   Thompson sampling (fixed 1: 284), while greedy play, which uses the means alone, is the same
-  at both (186 and 181).
-- *Cost.* A first fit on digits takes 1.3x the wall time (1.1x the compile time; 6 programs
+  at both (186 and 184).
+- *Cost.* A first fit on digits takes 1.4x the wall time (1.0x the compile time; 6 programs
   against 5). A one-row `partial_fit` on the fitted classifier takes 1.86x: after 1,000 rows
   two scales are still in Occam's window (0.3 trails 1 by less than 50 nats), so two filters
   run. With one scale left (the grid [0.03, 1]) it still takes 1.5x: the sweep's bookkeeping
   (every member's belief between host and device, the model average on the host, the sweep's
-  program with the dropped members masked) costs about 0.45 ms a call. Running the lone scale
-  as a sweep of one member did not remove it (tried and dropped); handing it to the
-  single-filter path, its belief kept on the device between calls, would. As it stands a
-  default of auto would break issue 22's streaming target for a fitted *default* estimator
-  (overhead above the step at most half of `SGDClassifier`'s call; `latency.md`: 0.40 at 0.3,
-  and auto adds 0.45-0.76 ms to a call of SGD's 2 ms).
+  program with the dropped members masked) costs about 1.5 ms a call on this host (0.45 ms on
+  the EPYC). Running the lone scale as a sweep of one member did not remove it (tried and
+  dropped); handing it to the single-filter path, its belief kept on the device between
+  calls, would. As it stands a default of auto would break issue 22's streaming target for a
+  fitted *default* estimator (overhead above the step at most half of `SGDClassifier`'s call;
+  `latency.md`: 0.40 at 0.3, and auto adds 0.45-0.76 ms to a call of SGD's 2 ms on the EPYC).
 - 0.3 therefore stays the default, and `"auto"` is the choice for predictions when the
   scale of the inputs or of the network is unknown (`auto_sigma0.md`: its test NLL is lower
   than 0.3's, or within 1 SE, on 9 of 9 data sets). Where the posterior's samples drive

@@ -241,7 +241,7 @@ def main():
         "or within 1 SE of 0.3 on 9 of 9 data sets there). This run measures the rest of the decision: what auto "
         "costs a default first fit, and what it does where the posterior's width decides what the model does.",
         "",
-        f"## First fit on digits (`BONGClassifier(random_state=0, sigma0=s).fit(X / 16, y)`, then `predict_proba`)",
+        "## First fit on digits (`BONGClassifier(random_state=0, sigma0=s).fit(X / 16, y)`, then `predict_proba`)",
         "",
         f"{args.repeats} fresh processes per scale, taken in turns; medians, and the median of the paired ratios "
         "auto / 0.3.",

@@ -2900,7 +2900,9 @@ class _BaseBONG(BaseEstimator):
         # smaller inflation_alpha (simple inflation widens, without bound, the variance of every
         # direction the data do not constrain).
         learning_rate = [f"lower the learning rate (now {self.learning_rate!r})"] if self.algorithm != "bong" else []
-        inflation = [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
+        inflation = (
+            [f"use a smaller inflation_alpha (now {self.inflation_alpha!r})"] if self.inflation is not None else []
+        )
         inflation_hint = (
             f", use a smaller inflation_alpha (now {self.inflation_alpha!r})" if self.inflation is not None else ""
         )

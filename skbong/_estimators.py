@@ -1010,12 +1010,12 @@ class _CallAdvice:
     ``rate_remedies`` (a smaller learning rate, where one acts) and ``inflation_remedies`` (a
     smaller inflation_alpha, which ``inflation_hint`` gives as a clause), both in
     ``other_remedies``; ``heaviest`` is the heaviest row weight; ``dynamics``, ``weights``
-    and ``light_weights`` advise on the
-    dynamics and on row weights far above or below 1; ``drift_refused`` and ``drift_warned``
-    tell a stream that learned before of drift, in a refusal and in a warning; ``target`` is
-    the regressor's advice on a scale of y it could not estimate; ``input_shift`` the call's
-    inputs on another scale (or None); ``prior`` the prior checks' advice from the fit;
-    ``heavy_weight`` is the call's total weight in rows of weight at least ``HEAVY_RATIO``."""
+    and ``light_weights`` advise on the dynamics and on row weights far above or below 1;
+    ``drift_refused`` and ``drift_warned`` tell a stream that learned before of drift, in a
+    refusal and in a warning; ``target`` is the regressor's advice on a scale of y it could
+    not estimate; ``input_shift`` the call's inputs on another scale (or None); ``prior`` the
+    prior checks' advice from the fit; ``heavy_weight`` is the call's total weight in rows of
+    weight at least ``HEAVY_RATIO``."""
 
     scales: str
     sigma0_remedy: str

@@ -288,7 +288,7 @@ def plot(cells, algorithms, hessians, families, path):
     plt.close(fig)
 
 
-#: The union's own results and the grid before the current protocol are not among its runs.
+#: Results of ``--union``, which are not among the runs it reads.
 UNION_NAME = "digits_grid_union"
 
 
@@ -306,7 +306,7 @@ def union() -> None:
         date = next((line[len("- date: "):][:10] for line in lines if line.startswith("- date:")), "?")
         commands[name] = f"`{command}` ({date})"
     chosen = {}
-    for key, cell in main_grid.items():
+    for key in main_grid:
         tried = [(run[key]["validation_loss"], name) for name, run in runs.items()
                  if key in run and run[key]["status"] == "ok"]
         chosen[key] = min(tried)[1] if tried else None

@@ -16,7 +16,7 @@ hence tanh units and several seeds. Cells the
 registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
     python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3]
-        [--mc-samples 100] [--seeds 3] [--activation relu] [--refine] [--name NAME]
+        [--mc-samples 100] [--seeds 3] [--activation relu] [--refine] [--validation-rows 628,629] [--name NAME]
     python benchmarks/digits_grid.py --union
 
 ``--union`` runs nothing: it reads every committed ``results/digits_grid*.json`` (the
@@ -76,7 +76,8 @@ STEPS = {
 NATURAL = ("fc", "diag")
 N_INNER = {"bong": 1, "blr": 2, "bog": 1, "bbb": 2}
 #: Validation split of the training rows: learn the first N_LEARN, then score the next
-#: N_VAL prequentially (each predicted before it is learned).
+#: N_VAL prequentially (each predicted before it is learned). ``--validation-rows`` sets
+#: others; the union compares only runs of the same split (their losses score other rows).
 N_LEARN, N_VAL = 500, 250
 #: Hidden activation. With five ReLU units a seed's dead units decide a cell more than its
 #: method does (BONG-LIN-HESS-DLR at sigma0 = 1: 0.54-0.87 over five seeds); with tanh the
@@ -164,7 +165,8 @@ def validation_losses(pairs, algorithm, hessian, family, hidden, X_train, y_trai
     n_seeds = protocol["n_seeds"]
     sigma0 = np.repeat(np.array([s for s, _ in pairs], np.float32), n_seeds)
     rate = np.repeat(np.array([lr for _, lr in pairs], np.float32), n_seeds)
-    n_rows = N_LEARN + N_VAL
+    n_learn, n_scored = protocol["validation_rows"]
+    n_rows = n_learn + n_scored
     X = np.asarray(X_train[:n_rows], np.float32)
     Y = np.eye(10, dtype=np.float32)[y_train[:n_rows]]
     spec = MLPSpec(X.shape[1], (hidden,), 10, protocol["activation"])
@@ -179,7 +181,7 @@ def validation_losses(pairs, algorithm, hessian, family, hidden, X_train, y_trai
     keys = jax.numpy.tile(jax.numpy.stack([jax.random.PRNGKey(seed) for seed in seeds]), (len(pairs), 1))
     hypers = Hyperparameters(1.0, 1.0, 0.0, rate)
     states, log_prob, _ = run_sweep(config, states, X, Y, hypers, 1, keys, 0, PluginPredictive())
-    losses = -np.asarray(log_prob, np.float64)[:, N_LEARN:].mean(axis=1)
+    losses = -np.asarray(log_prob, np.float64)[:, n_learn:].mean(axis=1)
     valid = np.asarray(jax.vmap(config.family.is_valid)(states))
     return np.where(valid & np.isfinite(losses), losses, np.inf).reshape(len(pairs), n_seeds).mean(axis=1)
 
@@ -188,11 +190,12 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
     """``(pairs, validation losses, seconds)`` of one cell, best pair first.
 
     Every pair of :func:`candidate_pairs`, from every seed, is one member of a single
-    :func:`skbong.core.run_sweep` over the first ``N_LEARN + N_VAL`` training rows, from the
-    initial weights and Monte-Carlo key the estimator draws with that ``random_state``. A
-    member scores the plug-in log-loss of the last ``N_VAL`` rows, each predicted before it
-    was learned, or infinity if its posterior broke down; a pair scores the mean over its
-    seeds (infinity if any seed broke down). With ``protocol["refine"]`` a second sweep
+    :func:`skbong.core.run_sweep` over the first ``n_learn + n_scored`` training rows
+    (``protocol["validation_rows"]``; by default ``N_LEARN`` and ``N_VAL``), from the initial
+    weights and Monte-Carlo key the estimator draws with that ``random_state``. A member
+    scores the plug-in log-loss of the last ``n_scored`` rows, each predicted before it was
+    learned, or infinity if its posterior broke down; a pair scores the mean over its seeds
+    (infinity if any seed broke down). With ``protocol["refine"]`` a second sweep
     scores the :func:`refined_pairs` around the best, and both sweeps' pairs are ranked
     together.
     """
@@ -236,6 +239,7 @@ def run_cell(algorithm, hessian, family, data, hidden, protocol):
             continue
         return {
             "status": "ok",
+            "validation_rows": list(protocol["validation_rows"]),
             "sigma0": sigma0,
             "learning_rate": lr,
             "validation_rank": rank + 1,
@@ -292,12 +296,23 @@ def plot(cells, algorithms, hessians, families, path):
 UNION_NAME = "digits_grid_union"
 
 
+def _split_text(run: dict) -> str:
+    """How a run's sweeps split the training rows, in words."""
+    learn, scored = next(cell["validation_rows"] for cell in run.values() if "validation_rows" in cell)
+    return f"the first {learn + scored} rows learned, the last {scored} of them scored"
+
+
 def union() -> None:
     """Give each cell the committed run (protocol) with its lowest validation loss and write
     ``results/digits_grid_union.md``: the count of cells within 90% of the best accuracy
     when the protocol is chosen per cell as its sigma0 and learning rate are."""
     runs = {path.stem: json.loads(path.read_text()) for path in sorted(RESULTS.glob("digits_grid*.json"))
             if path.stem != UNION_NAME}
+    # Validation losses of another split score other rows: such runs are listed, not compared.
+    default_split = [N_LEARN, N_VAL]
+    other_split = {name: run for name, run in runs.items()
+                   if any(cell.get("validation_rows", default_split) != default_split for cell in run.values())}
+    runs = {name: run for name, run in runs.items() if name not in other_split}
     main_grid = runs["digits_grid"]
     commands = {}
     for name in runs:
@@ -350,6 +365,8 @@ def union() -> None:
         + "\n\n"
         + markdown_table(["run", "command (date)", "cells it supplies"],
                          [[name, commands[name], supplied[name]] for name in runs])
+        + "".join(f"\n\nNot compared here (validation on another split of the training rows, "
+                  f"{_split_text(run)}): `{name}.md`." for name, run in other_split.items())
         + "\n\n"
         + markdown_table(header, rows)
     )
@@ -369,6 +386,10 @@ def main():
     parser.add_argument("--activation", default=ACTIVATION, help="hidden activation (relu: the grid before 2026-11-27)")
     parser.add_argument("--seeds", type=int, default=N_SEEDS, help="initial weights (random_state 0, 1, ...)")
     parser.add_argument("--refine", action="store_true", help="a second sweep around each cell's best pair")
+    parser.add_argument("--validation-rows", default=f"{N_LEARN},{N_VAL}",
+                        help="LEARN,SCORED: the sweep learns the first LEARN training rows and scores the next "
+                        "SCORED, each before it is learned (e.g. 628,629: the whole training stream, scored on "
+                        "its second half)")
     parser.add_argument("--name", default="digits_grid", help="results/NAME.{md,png,json}")
     parser.add_argument("--union", action="store_true", help="no fits: the committed run chosen per cell")
     args = parser.parse_args()
@@ -377,11 +398,15 @@ def main():
         return
     n_inner = {**N_INNER, **{a: int(n) for a, n in (item.split("=") for item in args.inner.split(",") if item)}}
     sigma0s = tuple(float(s) for s in args.sigma0s.split(",")) if args.sigma0s else SIGMA0S
+    n_learn, n_scored = (int(n) for n in args.validation_rows.split(","))
     protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "n_mc_samples": args.mc_samples,
-                "n_seeds": args.seeds, "activation": args.activation, "refine": args.refine}
+                "n_seeds": args.seeds, "activation": args.activation, "refine": args.refine,
+                "validation_rows": (n_learn, n_scored)}
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
     data = _data()
     X_train, X_test, y_train, y_test = data
+    if min(n_learn, n_scored) < 1 or n_learn + n_scored > len(X_train):
+        parser.error(f"--validation-rows must be two positive counts summing to at most {len(X_train)}")
 
     sgd = SGDClassifier(loss="log_loss", random_state=0).partial_fit(X_train, y_train, classes=np.arange(10))
     baseline = [["SGDClassifier(log_loss), one partial_fit pass", f"{sgd.score(X_test, y_test):.3f}",
@@ -433,7 +458,7 @@ def main():
         "sigma0 with ReLU units (dead units), less with tanh, so the cells are compared by their mean. "
         "sigma0 and the learning rate of each cell are the pair with the lowest plug-in log-loss on a "
         f"validation split of the training rows, averaged over the seeds: one `run_sweep` over the first "
-        f"{N_LEARN + N_VAL} training rows with every (pair, seed) as a member, scored on the last {N_VAL} of "
+        f"{n_learn + n_scored} training rows with every (pair, seed) as a member, scored on the last {n_scored} of "
         "them, each predicted before it was learned (the test rows are never used to choose). "
         f"Pairs: sigma0 in {sigma0s} x step in {STEPS}; for BOG and "
         "BBB on natural coordinates (fc, diag) the learning rate is step / sigma0^4, so that the mean moves by "

@@ -127,18 +127,24 @@ def test_refused_compiler_options_fall_back_to_xla_defaults():
 def test_a_small_networks_scan_is_compiled_for_compile_time():
     """The filter's scan takes the compile-time options below ``SMALL_NETWORK`` parameters,
     for a single belief and for a sweep's, and the run-time ones from there; this jaxlib
-    accepts both sets (none is remembered as refused)."""
+    accepts every set (none is remembered as refused)."""
     from skbong.core import DiagState
-    from skbong.core._filter import CPU_COMPILER_OPTIONS, CPU_SMALL_NETWORK_OPTIONS, SMALL_NETWORK, _scan_options
+    from skbong.core._filter import (
+        CPU_COMPILER_OPTIONS,
+        CPU_SCAN_OPTIONS,
+        CPU_SMALL_NETWORK_OPTIONS,
+        SMALL_NETWORK,
+        _scan_options,
+    )
 
     def belief(*shape):
         return DiagState(jnp.zeros(shape), jnp.ones(shape))
 
     assert _scan_options(None, belief(SMALL_NETWORK - 1)) is CPU_SMALL_NETWORK_OPTIONS
     assert _scan_options(None, belief(3, SMALL_NETWORK - 1)) is CPU_SMALL_NETWORK_OPTIONS
-    assert _scan_options(None, belief(SMALL_NETWORK)) is CPU_COMPILER_OPTIONS
-    assert _scan_options(None, belief(3, SMALL_NETWORK)) is CPU_COMPILER_OPTIONS
-    for options in (CPU_SMALL_NETWORK_OPTIONS, CPU_COMPILER_OPTIONS):
+    assert _scan_options(None, belief(SMALL_NETWORK)) is CPU_SCAN_OPTIONS
+    assert _scan_options(None, belief(3, SMALL_NETWORK)) is CPU_SCAN_OPTIONS
+    for options in (CPU_SMALL_NETWORK_OPTIONS, CPU_SCAN_OPTIONS, CPU_COMPILER_OPTIONS):
         double_plus_one = jit_with_options(lambda x: 2 * x + 1, options)
         np.testing.assert_array_equal(double_plus_one(jnp.arange(3.0)), [1.0, 3.0, 5.0])
         assert tuple(options.items()) not in _REFUSED_OPTIONS

@@ -123,6 +123,17 @@ DENSE_CHUNK_BYTES = 64 << 20
 #: (DLR-10, MLP 784-50-10: 1.59 -> 1.49 ms per step; P = 10k: 0.53 -> 0.48 ms). Per-computation
 #: options leave the user's other JAX programs alone.
 CPU_COMPILER_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": ""}
+#: XLA options, on CPU, of the filter's scan for a network of at least :data:`SMALL_NETWORK`
+#: parameters: copy insertion with region analysis. The scan's step is a ``lax.cond`` (rows
+#: of no weight leave the belief as it was), and without it XLA copied the cond's result into
+#: the loop's carry every step: the first layer's mean and variance (DIAG) or its block of W
+#: (DLR), 19% of a DIAG step at P = 100k (``benchmarks/step_profile.py``). With it DIAG's
+#: copies are gone and the results are bit for bit the same: on the 2-core Intel host, MLP
+#: 784-h-10 in calls of 64 rows, DIAG LIN-HESS took 0.66-0.88 of its time a step from P =
+#: 100k (``speed.py`` before and after). DLR's copy of W stays (2-3% of its step), and its
+#: times moved within the host's noise. Smaller networks leave it off: it made the first fit
+#: on digits compile 0.14-0.28 s longer.
+CPU_SCAN_OPTIONS = {**CPU_COMPILER_OPTIONS, "xla_cpu_copy_insertion_use_region_analysis": True}
 #: Precision of every product inside the compiled entry points: true float32 (or float64).
 #: JAX's default lets an NVIDIA GPU run float32 products on TF32 tensor cores (10-bit
 #: mantissa). On an H100 that broke the filter: a DLR posterior went non-finite on data a
@@ -143,7 +154,7 @@ SMALL_NETWORK = 16_384
 #: compiled its scan in 0.96 s with XLA's defaults and 0.47 s with these, for steps about 20%
 #: slower (MNIST MLPs 784-h-10 through ``run_filter``, calls of 64 rows: 0.12 -> 0.145 ms at
 #: P = 3k, 0.20 -> 0.24 ms at 10k). From P = 32k the older emitter costs 15-30% a step (and
-#: 2x without level 1), so larger networks keep XLA's defaults.
+#: 2x without level 1), so larger networks keep XLA's defaults (:data:`CPU_SCAN_OPTIONS`).
 CPU_SMALL_NETWORK_OPTIONS = {
     **CPU_COMPILER_OPTIONS,
     "xla_cpu_use_fusion_emitters": False,
@@ -223,10 +234,10 @@ def jit_with_options(fun, cpu_options, **jit_kwargs):
 
 def _scan_options(config, state, *args, **kwargs) -> dict:
     """CPU options of a filter's scan (single or swept) over the belief ``state``: for
-    compile time below :data:`SMALL_NETWORK` parameters, else :data:`CPU_COMPILER_OPTIONS`."""
+    compile time below :data:`SMALL_NETWORK` parameters, else :data:`CPU_SCAN_OPTIONS`."""
     del config, args, kwargs
     # Outside the scan the mean is a flat array: (P,), or (K, P) for a sweep's members.
-    return CPU_SMALL_NETWORK_OPTIONS if state.mean.shape[-1] < SMALL_NETWORK else CPU_COMPILER_OPTIONS
+    return CPU_SMALL_NETWORK_OPTIONS if state.mean.shape[-1] < SMALL_NETWORK else CPU_SCAN_OPTIONS
 
 
 def _jit(static_argnames, cpu_options=CPU_COMPILER_OPTIONS):

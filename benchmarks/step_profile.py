@@ -34,7 +34,8 @@ import tempfile
 
 # XLA reads its flags once, when the backend starts: the dump must be asked for before.
 DUMP = tempfile.mkdtemp(prefix="skbong-step-profile-")
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_dump_to={DUMP} --xla_dump_hlo_as_text").strip()
+USER_XLA_FLAGS = os.environ.get("XLA_FLAGS", "")
+os.environ["XLA_FLAGS"] = f"{USER_XLA_FLAGS} --xla_dump_to={DUMP} --xla_dump_hlo_as_text".strip()
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
@@ -57,24 +58,16 @@ DTYPE_BYTES = {"f32": 4, "f64": 8, "s32": 4, "u32": 4, "pred": 1, "s64": 8, "u64
 INSTRUCTION = re.compile(
     r"^\s*(?:ROOT )?%?([\w.\-]+) = (\(.*?\)|\w+\[[\d,]*\](?:\{[\d,]*\})?) ([\w\-]+)\((.*?)\)(.*)$"
 )
-#: Rates of one core, measured in a child process pinned to one CPU (``one_core_rates``).
+#: ``speed.MachineRates`` in a child process pinned to one CPU (``one_core_rates``), set
+#: before JAX starts its threads.
 ONE_CORE_PROBE = """
-import os, sys
-os.sched_setaffinity(0, {int(sys.argv[1])})  # before JAX starts its threads
-import json, time, jax, jax.numpy as jnp
-def fastest(f, x, n):
-    jax.block_until_ready(f(x)); t = []
-    for _ in range(n):
-        s = time.perf_counter(); jax.block_until_ready(f(x)); t.append(time.perf_counter() - s)
-    return min(t)
-a = jnp.ones((2048, 2048), jnp.float32)
-matmul = 2 * 2048**3 / fastest(jax.jit(lambda a: jnp.matmul(a, a, precision="highest")), a, 8)
-add = jax.jit(lambda x: x + 1.0, donate_argnums=0)
-x = add(jnp.ones(2**25, jnp.float32)).block_until_ready()
-times = []
-for _ in range(8):
-    s = time.perf_counter(); x = add(x).block_until_ready(); times.append(time.perf_counter() - s)
-print(json.dumps({"matmul": matmul, "bandwidth": 2 * x.nbytes / min(times)}))
+import json, os, sys
+os.sched_setaffinity(0, {int(sys.argv[1])})
+from speed import MachineRates
+rates = MachineRates()
+for _ in range(2):
+    rates.probe()
+print(json.dumps({"matmul": rates.flop_rate, "bandwidth": rates.bandwidth}))
 """
 
 
@@ -107,11 +100,14 @@ def clear_dump() -> None:
 
 
 def one_core_rates() -> dict:
-    """Matmul (FLOP/s) and in-place add (bytes/s) rates of JAX on one core: a child process
-    pinned to the first CPU this one may use."""
+    """``speed.MachineRates``' matmul (FLOP/s) and streaming (bytes/s) rates on one core: a
+    child process pinned to the first CPU this one may use."""
     cpu = min(os.sched_getaffinity(0))
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "XLA_FLAGS": USER_XLA_FLAGS, "PYTHONPATH": path}  # no HLO dump in the child
     out = subprocess.run([sys.executable, "-c", ONE_CORE_PROBE, str(cpu)], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=here, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -130,14 +126,18 @@ def op_events(trace_dir: str) -> list[tuple[int, int, str, str]]:
     return events
 
 
+def by_thread(events) -> list[list]:
+    """The events of each thread, in order of their start (the longer first at a tie)."""
+    grouped = collections.defaultdict(list)
+    for event in events:
+        grouped[event[2]].append(event)
+    return [sorted(group, key=lambda e: (e[0], -e[1])) for group in grouped.values()]
+
+
 def self_times(events) -> collections.Counter:
     """Each operation's duration less that of the operations nested in it on its thread."""
-    by_thread = collections.defaultdict(list)
-    for event in events:
-        by_thread[event[2]].append(event)
     own = collections.Counter()
-    for thread_events in by_thread.values():
-        thread_events.sort(key=lambda e: (e[0], -e[1]))
+    for thread_events in by_thread(events):
         stack = []  # (end, name)
         for start, duration, _, name in thread_events:
             while stack and stack[-1][0] <= start:
@@ -153,11 +153,7 @@ def coverage(events, wall_ns: float) -> tuple[float, float]:
     """Shares of ``wall_ns`` with at least one, and with at least two, operations running
     (outermost events per thread only)."""
     edges = []
-    by_thread = collections.defaultdict(list)
-    for event in events:
-        by_thread[event[2]].append(event)
-    for thread_events in by_thread.values():
-        thread_events.sort()
+    for thread_events in by_thread(events):
         end = -1
         for start, duration, _, _ in thread_events:
             if start >= end:  # outermost
@@ -257,8 +253,8 @@ def main():
         __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
         f"This host's rates (``speed.MachineRates``, fastest of {rates.n_probes} probes, two threads): matmul "
         f"{rates.flop_rate / 1e9:.1f} GFLOP/s, bandwidth {rates.bandwidth / 1e9:.1f} GB/s, the Gram matrix of a "
-        f"tall 2^19 x 20 matrix {rates.tall_rate / 1e9:.1f} GFLOP/s. The same matmul and an in-place add over "
-        f"128 MB on one core (a child process pinned to one CPU): {one_core['matmul'] / 1e9:.1f} GFLOP/s and "
+        f"tall 2^19 x 20 matrix {rates.tall_rate / 1e9:.1f} GFLOP/s. The same matmul and streaming probes on one "
+        f"core (a child process pinned to one CPU): {one_core['matmul'] / 1e9:.1f} GFLOP/s and "
         f"{one_core['bandwidth'] / 1e9:.1f} GB/s. Steps of {N_ROWS}-row calls, "
         f"{N_PROFILED} calls profiled after {N_WARM} unprofiled.",
         markdown_table(["P", "family", "hessian", "ms/step", "covered", "overlap", "threads"], summary),

@@ -124,6 +124,22 @@ def test_refused_compiler_options_fall_back_to_xla_defaults():
         assert tuple(options.items()) in _REFUSED_OPTIONS
 
 
+def test_a_refused_option_set_keeps_its_older_options():
+    """A set whose newest option this jaxlib refuses compiles with the older ones, not with
+    XLA's defaults: a jaxlib without the scan's copy-insertion option must keep the opt-out
+    of YNNPACK (``CPU_COMPILER_OPTIONS``)."""
+    from skbong.core._filter import CPU_COMPILER_OPTIONS, _compiler_options
+
+    options = {**CPU_COMPILER_OPTIONS, "xla_cpu_no_such_option_in_any_jaxlib": True}
+    plus_one = jit_with_options(lambda x: x + 1, options)
+    np.testing.assert_array_equal(plus_one(jnp.arange(3.0)), [1.0, 2.0, 3.0])
+    if _default_platform() == "cpu":
+        assert tuple(options.items()) in _REFUSED_OPTIONS
+        assert tuple(CPU_COMPILER_OPTIONS.items()) not in _REFUSED_OPTIONS
+        assert _compiler_options("cpu", tuple(options.items())) == tuple(CPU_COMPILER_OPTIONS.items())
+    assert _compiler_options("gpu", tuple(options.items())) == ()
+
+
 def test_a_small_networks_scan_is_compiled_for_compile_time():
     """The filter's scan takes the compile-time options below ``SMALL_NETWORK`` parameters,
     for a single belief and for a sweep's, and the run-time ones from there; this jaxlib

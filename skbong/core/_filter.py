@@ -174,7 +174,7 @@ CPU_INIT_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emi
 
 
 #: Option sets this jaxlib's compiler refused (an option it does not know, or a value it does
-#: not accept): their programs compile with XLA's defaults instead.
+#: not accept): their programs compile with the set less its newest options instead.
 _REFUSED_OPTIONS: set = set()
 
 
@@ -190,10 +190,15 @@ def _default_platform() -> str:
 
 
 def _compiler_options(backend: str, cpu_options: tuple[tuple, ...]) -> tuple[tuple, ...]:
-    """``cpu_options`` on a CPU backend, unless this jaxlib refused them before; else none
-    (XLA's defaults)."""
-    if backend != "cpu" or cpu_options in _REFUSED_OPTIONS:
+    """``cpu_options`` on a CPU backend, less its newest (last) options while this jaxlib
+    has refused the set; none (XLA's defaults) on other backends. The sets grow by adding
+    options to an older set (:data:`CPU_SCAN_OPTIONS` is :data:`CPU_COMPILER_OPTIONS` and
+    one more), so a jaxlib without the newest option keeps the older ones: without the
+    opt-out of YNNPACK, DIAG steps ran about 10x slower."""
+    if backend != "cpu":
         return ()
+    while cpu_options in _REFUSED_OPTIONS:
+        cpu_options = cpu_options[:-1]
     return cpu_options
 
 
@@ -211,8 +216,9 @@ def jit_with_options(fun, cpu_options, **jit_kwargs):
     backend); ``cpu_options`` is a dict, or a function of the call's arguments that returns
     one (see :func:`_scan_options`). A jaxlib that refuses them (XLA's options change
     between versions) costs one failed compilation, after which the option set is
-    remembered as refused and the program compiles with XLA's defaults; trying them costs
-    nothing where they are accepted, unlike a probe compilation before the first fit."""
+    remembered as refused and the program compiles with the set less its newest option,
+    down to XLA's defaults (:func:`_compiler_options`); trying them costs nothing where
+    they are accepted, unlike a probe compilation before the first fit."""
     compiled = {}
 
     @wraps(fun)
@@ -226,7 +232,7 @@ def jit_with_options(fun, cpu_options, **jit_kwargs):
         except jax.errors.JaxRuntimeError as error:
             if not options or not _refuses_options(error):
                 raise
-            _REFUSED_OPTIONS.add(requested)
+            _REFUSED_OPTIONS.add(options)
             return call(*args, **kwargs)
 
     return call

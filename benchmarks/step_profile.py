@@ -96,18 +96,20 @@ def scan_instructions() -> dict:
 
 def clear_dump() -> None:
     for path in glob.glob(os.path.join(DUMP, "*")):
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
 
 
 def one_core_rates() -> dict:
     """``speed.MachineRates``' matmul (FLOP/s) and streaming (bytes/s) rates on one core: a
     child process pinned to the first CPU this one may use."""
     cpu = min(os.sched_getaffinity(0))
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "XLA_FLAGS": USER_XLA_FLAGS, "PYTHONPATH": path}  # no HLO dump in the child
+    env = {**os.environ, "XLA_FLAGS": USER_XLA_FLAGS}  # no HLO dump in the child
+    # Run from this directory, which ``python -c`` puts on the path, so that ``speed`` imports.
     out = subprocess.run([sys.executable, "-c", ONE_CORE_PROBE, str(cpu)], capture_output=True, text=True,
-                         check=True, cwd=here, env=env)
+                         check=True, cwd=os.path.dirname(os.path.abspath(__file__)), env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

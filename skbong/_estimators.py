@@ -107,7 +107,7 @@ from .core import (
     sample_posterior,
 )
 from .core._curvature import layer_weights
-from .core._dynamics import latent_prior_at
+from .core._dynamics import latent_prior_at, noise_scale
 from .core._filter import (
     CPU_RUN_ONCE_OPTIONS,
     _dense_padded,
@@ -3002,7 +3002,7 @@ class _BaseBONG(BaseEstimator):
         and others too narrow, which no other check sees (they score all outputs together)."""
         apart = None
         if calibrated and self._innovation_weight >= OUTPUT_SCALES_AFTER:
-            scales = (1.0 + np.asarray(self._innovation_sum)[chosen]) / (1.0 + self._innovation_weight)
+            scales = np.asarray(noise_scale(np.asarray(self._innovation_sum)[chosen], self._innovation_weight))
             shared = self.noise_scale_
             apart = _output_scales_apart(scales, shared)
         elif scaled and n_seen >= OUTPUT_SCALES_AFTER:  # c_t = R_t / R_0, averaged over the outputs
@@ -3797,19 +3797,20 @@ class _BaseBONG(BaseEstimator):
         the posterior with its covariance times ``c`` (the observation noise is ``c R``).
         ``total_weight`` is the rows' total weight so far, earlier calls and passes included.
 
-        ``c = (1 + S) / (1 + N)``: the maximum-likelihood scale of the one-step-ahead
+        ``c = (S / N)^(N / (N + 1))``: the maximum-likelihood scale of the one-step-ahead
         predictive variances, ``S / N`` with ``S`` the sum over the rows so far of their
         squared normalised innovations ``e^T (J Sigma J^T + R / w)^{-1} e`` and ``N`` the
         number of outputs times the rows' total weight (``skbong.core._dynamics.
         innovation_terms``; a row of integer weight ``w`` counts as ``w`` repeats), with
-        one pseudo-observation at ``c = 1`` so that a first row cannot set it alone. The
+        one pseudo-observation at ``c = 1`` in ``log c`` so that a first row cannot set it
+        alone (``skbong.core._dynamics.noise_scale``). The
         filter ran at ``R``; by the invariance of linearised Gaussian updates under
         ``Sigma_0, R -> c Sigma_0, c R`` its means are those of the model with prior
         variance ``c sigma0^2`` and noise ``c R``, whose covariances are the filter's
         times ``c``."""
         total = innovations if reset else self._innovation_sum + innovations
         n_outputs = total.shape[1]
-        scale = (1.0 + float(total[chosen].sum())) / (1.0 + n_outputs * total_weight)
+        scale = float(noise_scale(np.asarray(total[chosen]).sum(), n_outputs * total_weight))
         self._innovation_sum, self._innovation_weight = total, total_weight
         return self._model_posterior(config, scale)
 
@@ -4429,8 +4430,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         ``c sigma0^2 I`` (the noise-scaled prior of the normal-inverse-gamma model),
         where ``c`` (``noise_scale_``) maximises the likelihood of the one-step-ahead
         predictions, in closed form the mean normalised innovation squared ``(y - f(x,
-        mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen (with one
-        pseudo-row at ``c = 1``). One ``c`` serves all outputs: where their errors call for
+        mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen, with one
+        pseudo-row at ``c = 1`` in ``log c``: ``c = mean^(N / (N + 1))`` after ``N`` observations
+        (rows times outputs). One ``c`` serves all outputs: where their errors call for
         scales more than 4 times apart, the fit warns (use "adaptive", a noise per
         output, or one regressor per output). The Hessian updates give the same means for every
         ``c``, so ``c`` only calibrates the predictive variances and the posterior

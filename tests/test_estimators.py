@@ -349,6 +349,19 @@ def test_regressor_calibrated_noise_finds_the_noise_level(noise_std):
     assert noise_std**2 / 1.2 < reg.obs_noise_[0] < 1.5 * noise_std**2
 
 
+@pytest.mark.parametrize("n_rows", [150, 2000])
+def test_regressor_calibrated_noise_finds_a_noise_far_below_r0(n_rows):
+    """Under a wide prior the fitted noise follows the data even where it is about 900
+    times below ``R_0 = 0.1 Var(y)`` (``c`` near 1e-3): the one-pseudo-row prior on the
+    scale pulls ``log c`` towards 0 by ``1 / (N + 1)`` of its length, where a pseudo-row
+    added to the sums pulled ``c`` up by ``1 / (N + 1)``, 7 and 1.5 times the truth here."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(n_rows, 4))
+    y = X @ np.array([1.0, -1.0, 0.5, 1.2]) + 0.02 * rng.normal(size=n_rows)
+    reg = BONGRegressor(hidden_layer_sizes=(), family="fc", sigma0=30.0, dtype="float64", random_state=0).fit(X, y)
+    assert 0.02**2 / 1.3 < reg.obs_noise_[0] < 1.3 * 0.02**2
+
+
 @pytest.mark.parametrize("family", ["fc", "dlr"])
 def test_regressor_calibrated_records_are_the_predictions_of_predict(linear_stream, family):
     """The prequential record of a row is the density that ``predict(X, return_std=True)``

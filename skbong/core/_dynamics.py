@@ -20,7 +20,16 @@ from jax.scipy.linalg import solve_triangular
 
 from ._predictive import output_moments
 
-__all__ = ["INFLATIONS", "Dynamics", "LatentPrior", "latent_prior_at", "inflate", "innovation_terms", "update_noise_estimate"]
+__all__ = [
+    "INFLATIONS",
+    "Dynamics",
+    "LatentPrior",
+    "latent_prior_at",
+    "inflate",
+    "innovation_terms",
+    "noise_scale",
+    "update_noise_estimate",
+]
 
 #: Covariance inflation of LO-FI Appendix E: discount the likelihood only ("bayesian",
 #: E.1), the whole posterior ("simple", E.2), or the likelihood with the prior's
@@ -281,6 +290,32 @@ def innovation_terms(apply_fn, family, prior, x, y, weight, obs_noise):
     chol = jnp.linalg.cholesky(joint)
     whitened = solve_triangular(chol, (y - f)[..., None], lower=True)[..., 0]
     return jnp.sum(weight[:, None] * whitened**2, axis=0)
+
+
+def noise_scale(terms, n_observations):
+    """The fitted scale ``c`` of the noise and the prior covariance, from the sum ``S`` of
+    the normalised squared innovations (``innovation_terms``) of ``N`` observations
+    (outputs times the rows' total weight): ``c = (S / N)^(N / (N + 1))``, and 1 before
+    any observation.
+
+    ``S / N`` maximises the likelihood of the one-step-ahead predictions. As a function of
+    ``log c`` that likelihood, ``-N/2 log c - S / (2c)``, has its peak at ``log(S / N)``
+    with curvature ``N / 2``: each observation carries information ``1 / 2`` on ``log c``.
+    One pseudo-observation at ``c = 1`` of that weight, a Gaussian prior on ``log c``,
+    moves the peak to ``N / (N + 1)`` of ``log(S / N)``: a first row cannot set ``c`` alone
+    (one row's ``S / N`` of 0.01 or 4 gives 0.1 or 2), and the pull is the same factor
+    whether ``c`` is far below 1 (targets nearly free of noise) or above. A pseudo-row
+    added to ``S`` and ``N`` instead pulls ``c`` up by ``1 / (N + 1)``: on 150 rows of a
+    linear target whose noise is 0.03% of ``R_0``, 25 times the scale. ``S / N`` is
+    floored at the square of the dtype's resolution, for innovations that are all 0
+    (a constant target). On host values (numpy) it is computed in float64 by numpy, so that
+    equal sums give the same scale to the last digit."""
+    xp = jnp if isinstance(terms, jax.Array) or isinstance(n_observations, jax.Array) else np
+    terms = xp.asarray(terms, None if xp is jnp else np.float64)
+    count = xp.asarray(n_observations, terms.dtype)
+    floor = xp.finfo(terms.dtype).eps ** 2
+    mean = xp.maximum(terms / xp.maximum(count, floor), floor)
+    return xp.exp(count / (count + 1.0) * xp.log(mean))
 
 
 def update_noise_estimate(obs_noise, residual, weight, n_rows, rate):

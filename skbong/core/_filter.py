@@ -39,6 +39,7 @@ from ._dynamics import (
     inflate,
     innovation_terms,
     latent_prior_at,
+    noise_scale,
     update_noise_estimate,
 )
 from ._families import (
@@ -805,15 +806,14 @@ def _only_bong_steps(config: FilterConfig, static_belief: bool) -> bool:
 
 
 def _innovation_scale(start, running, n_outputs: int):
-    """The scale ``c = (1 + S) / (1 + C N)`` of the predictive variances before a step:
-    ``S`` the sum of the normalised squared innovations and ``N`` the total row weight of
-    the rows before it, ``start`` (earlier calls and chunks) plus ``running`` (this one's),
-    each a pair ``(S per output, N)``. The maximum-likelihood scale with one
-    pseudo-observation at ``c = 1``, as the regressor's ``noise_scale_`` (``innovation_terms``
-    explains why it scales every predictive variance)."""
+    """The scale ``c`` of the predictive variances before a step (``noise_scale``, as
+    the regressor's ``noise_scale_``): from the sum of the normalised squared innovations
+    and the total row weight of the rows before it, ``start`` (earlier calls and chunks)
+    plus ``running`` (this one's), each a pair ``(S per output, N)``
+    (``innovation_terms`` explains why it scales every predictive variance)."""
     terms = jnp.sum(start[0]) + jnp.sum(running[0])
     weight = start[1] + running[1]
-    return (1.0 + terms) / (1.0 + n_outputs * weight)
+    return noise_scale(terms, n_outputs * weight)
 
 
 def _carries_noise(dynamics) -> bool:

@@ -409,7 +409,8 @@ def test_innovation_sum_matches_dense_ekf(n_out, x64):
 @pytest.mark.parametrize("sweep", [False, True])
 def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64):
     """With ``innovation_scale`` each row is scored by the model whose prior covariance and
-    noise are both scaled by ``c = (1 + S) / (1 + C N)``, ``S`` and ``N`` the sums of the
+    noise are both scaled by ``c = (S / (C N))^(C N / (C N + 1))`` (1 before any weight),
+    ``S`` and ``N`` the sums of the
     normalised squared innovations and of the row weights before it (earlier calls given
     by ``innovation_start``): ``N(f, c (diag(h Sigma h^T) + R))`` around a dense EKF;
     without ``innovation_start``, at ``c = 1``."""
@@ -421,7 +422,8 @@ def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64)
         residual = y - np.asarray(apply(mean, x[None])[0])
         var = np.diag(h @ cov @ h.T) + noise
         filter_scale.append(-0.5 * np.sum(np.log(2 * np.pi * var) + residual**2 / var))
-        var = ((1 + terms) / (1 + n_out * weight)) * var
+        count = n_out * weight
+        var = (1.0 if count == 0 else (terms / count) ** (count / (count + 1))) * var
         expected.append(-0.5 * np.sum(np.log(2 * np.pi * var) + residual**2 / var))
         if w == 0:
             continue

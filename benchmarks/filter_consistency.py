@@ -69,11 +69,11 @@ def stream(X, y, rows_per_call, **params):
     recorded, told = [], 0
     original = estimators._inconsistent_innovations
 
-    def spy(call_sum, call_terms, previous_scale, previous_weight):
+    def spy(call_sum, call_terms, previous_scale, previous_weight, *weighting):
         if call_terms > 0 and previous_weight >= estimators.INCONSISTENT_AFTER:
             excess = (call_sum - call_terms * previous_scale) / previous_scale
             recorded.append((call_sum / call_terms / previous_scale, excess, call_terms))
-        return original(call_sum, call_terms, previous_scale, previous_weight)
+        return original(call_sum, call_terms, previous_scale, previous_weight, *weighting)
 
     estimators._inconsistent_innovations = spy
     try:

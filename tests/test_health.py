@@ -938,8 +938,9 @@ def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise)
 @pytest.mark.parametrize("obs_noise", ["adaptive", "auto"])
 def test_process_noise_widening_return_std_past_the_errors_is_told(obs_noise):
     """Process noise adds ``q`` to the variance of every weight at every step (LO-FI Eq. 19).
-    At ``q = 1e6`` return_std ends hundreds of times above the errors of a sine that the
-    mean still fits (a probe: silent unless ``prequential=True``). The fit warns, gives how
+    At ``q = 1e6`` return_std ends orders of magnitude above the errors of a sine that the
+    mean still fits (a probe: silent unless ``prequential=True``; the calibrated noise
+    follows such a ``q``, next test). The fit warns, gives how
     far, and names process_noise, not the fitted noise; a ``q`` suited to the stream
     (held-out z-scores near 1) says nothing."""
     rng = np.random.default_rng(0)

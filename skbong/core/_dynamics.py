@@ -299,10 +299,11 @@ def noise_scale(terms, n_observations):
     any observation.
 
     ``S / N`` maximises the likelihood of the one-step-ahead predictions. As a function of
-    ``log c`` that likelihood, ``-N/2 log c - S / (2c)``, has its peak at ``log(S / N)``
+    ``log c`` that log-likelihood, ``-N/2 log c - S / (2c)``, has its peak at ``log(S / N)``
     with curvature ``N / 2``: each observation carries information ``1 / 2`` on ``log c``.
-    One pseudo-observation at ``c = 1`` of that weight, a Gaussian prior on ``log c``,
-    moves the peak to ``N / (N + 1)`` of ``log(S / N)``: a first row cannot set ``c`` alone
+    One pseudo-observation at ``c = 1`` of that weight, a Gaussian prior on ``log c`` of
+    variance 2, moves the peak of the log-likelihood's quadratic approximation there to
+    ``N / (N + 1)`` of ``log(S / N)``: a first row cannot set ``c`` alone
     (one row's ``S / N`` of 0.01 or 4 gives 0.1 or 2), and the pull is the same factor
     whether ``c`` is far below 1 (targets nearly free of noise) or above. A pseudo-row
     added to ``S`` and ``N`` instead pulls ``c`` up by ``1 / (N + 1)``: on 150 rows of a

@@ -26,6 +26,7 @@ from skbong.core import (
     run_sweep,
     trace_count,
 )
+from skbong.core._dynamics import noise_scale
 
 N_IN, N_HIDDEN = 2, 3
 
@@ -457,6 +458,23 @@ def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64)
     fresh = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), fresh) if sweep else fresh
     unscaled = run(config, fresh, X[:6], Y[:6], hyper, record=record, sample_weight=weights[:6], start=None)[1]
     np.testing.assert_allclose(unscaled.reshape(-1, 6)[0], filter_scale[:6], rtol=1e-9)
+
+
+def test_noise_scale_pulls_log_c_towards_0_by_one_observation():
+    """``noise_scale(S, N)``: ``c = (S / N)^(N / (N + 1))``, the likelihood's peak ``S / N``
+    pulled in ``log c`` by one pseudo-observation at ``c = 1``: by the same factor from above
+    and below, 1 with no observation, positive and finite when every innovation is 0, and
+    the same on the host (numpy, float64) as in a traced scan (jnp)."""
+    for count in (0.5, 1.0, 3.0, 150.0, 2000.0):
+        for mean in (1e-4, 0.3, 1.0, 7.0):
+            host = noise_scale(mean * count, count)
+            assert host == pytest.approx(mean ** (count / (count + 1)), rel=1e-12)
+            assert host * noise_scale(count / mean, count) == pytest.approx(1.0, rel=1e-12)
+            traced = jax.jit(noise_scale)(jnp.asarray(mean * count), jnp.asarray(count))
+            assert float(traced) == pytest.approx(host, rel=1e-5)
+    assert noise_scale(0.0, 0.0) == 1.0 and float(jax.jit(noise_scale)(jnp.zeros(()), jnp.zeros(()))) == 1.0
+    assert 0.0 < noise_scale(0.0, 10.0) < 1e-10
+    assert 0.0 < float(jax.jit(noise_scale)(jnp.zeros(()), jnp.asarray(10.0))) < 1e-10
 
 
 @pytest.mark.parametrize("family", ["fc", "diag", "dlr"])

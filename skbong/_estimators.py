@@ -3002,7 +3002,7 @@ class _BaseBONG(BaseEstimator):
         and others too narrow, which no other check sees (they score all outputs together)."""
         apart = None
         if calibrated and self._innovation_weight >= OUTPUT_SCALES_AFTER:
-            scales = np.asarray(noise_scale(np.asarray(self._innovation_sum)[chosen], self._innovation_weight))
+            scales = noise_scale(np.asarray(self._innovation_sum)[chosen], self._innovation_weight)
             shared = self.noise_scale_
             apart = _output_scales_apart(scales, shared)
         elif scaled and n_seen >= OUTPUT_SCALES_AFTER:  # c_t = R_t / R_0, averaged over the outputs

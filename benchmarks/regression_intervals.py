@@ -42,6 +42,7 @@ from sklearn.preprocessing import StandardScaler
 
 from _report import markdown_table, write
 from skbong import BONGRegressor
+from skbong.metrics import gaussian_nlpd
 
 LINEAR = dict(hidden_layer_sizes=(), family="fc")
 #: (label, estimator factory taking the split's seed)
@@ -83,7 +84,7 @@ def _split(X, y, split, n_train):
 
 def _scores(y, mean, std) -> tuple[float, float, float]:
     rmse = float(np.sqrt(np.mean((mean - y) ** 2)))
-    nlpd = float(-np.mean(norm.logpdf(y, mean, std)))
+    nlpd = gaussian_nlpd(y, mean, std)
     coverage = float(np.mean(np.abs(y - mean) <= norm.ppf(0.95) * std))
     return nlpd, coverage, float(np.mean(std)) / rmse
 

@@ -16,14 +16,20 @@ hence tanh units and several seeds. Cells the
 registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
     python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3]
-        [--mc-samples 100] [--seeds 3] [--activation relu] [--refine] [--validation-rows 628,629] [--name NAME]
+        [--mc-samples 100] [--seeds 3] [--activation relu] [--refine] [--validation-rows 628,629] [--passes 2]
+        [--name NAME]
     python benchmarks/digits_grid.py --union
 
 ``--union`` runs nothing: it reads every committed ``results/digits_grid*.json`` (the
-full grid and its variants: more inner steps, more draws, a refined or wider search) and
+full grid and its variants: more inner steps, more draws, more passes, a refined or wider search) and
 gives each cell the run with its lowest validation loss, so that the protocol too is
 chosen per cell on the validation split, never on test rows
 (``results/digits_grid_union.md``).
+
+``--passes K`` makes every fit ``K`` passes over its rows (the estimator's ``max_iter``,
+the same order each pass): the sweep learns the first 500 rows ``K`` times, then scores
+the next 250 prequentially, once, as before; so its validation losses score the same rows
+as a one-pass run's, each predicted before it was learned, and the union compares them.
 """
 
 from __future__ import annotations
@@ -110,6 +116,7 @@ def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, protocol,
         # The rows in the order the validation sweep saw them (train_test_split shuffled them).
         shuffle=False,
         random_state=random_state,
+        max_iter=protocol.get("passes", 1),
     )
 
 
@@ -167,8 +174,10 @@ def validation_losses(pairs, algorithm, hessian, family, hidden, X_train, y_trai
     rate = np.repeat(np.array([lr for _, lr in pairs], np.float32), n_seeds)
     n_learn, n_scored = protocol["validation_rows"]
     n_rows = n_learn + n_scored
-    X = np.asarray(X_train[:n_rows], np.float32)
-    Y = np.eye(10, dtype=np.float32)[y_train[:n_rows]]
+    # K passes over the learned rows, then the scored rows once (module docstring, --passes).
+    order = np.concatenate([np.tile(np.arange(n_learn), protocol.get("passes", 1)), np.arange(n_learn, n_rows)])
+    X = np.asarray(X_train[order], np.float32)
+    Y = np.eye(10, dtype=np.float32)[y_train[order]]
     spec = MLPSpec(X.shape[1], (hidden,), 10, protocol["activation"])
     # backtrack="auto" as the estimator's final fit has it: the line search where it is on.
     config = make_config(
@@ -181,7 +190,7 @@ def validation_losses(pairs, algorithm, hessian, family, hidden, X_train, y_trai
     keys = jax.numpy.tile(jax.numpy.stack([jax.random.PRNGKey(seed) for seed in seeds]), (len(pairs), 1))
     hypers = Hyperparameters(1.0, 1.0, 0.0, rate)
     states, log_prob, _ = run_sweep(config, states, X, Y, hypers, 1, keys, 0, PluginPredictive())
-    losses = -np.asarray(log_prob, np.float64)[:, n_learn:].mean(axis=1)
+    losses = -np.asarray(log_prob, np.float64)[:, -n_scored:].mean(axis=1)
     valid = np.asarray(jax.vmap(config.family.is_valid)(states))
     return np.where(valid & np.isfinite(losses), losses, np.inf).reshape(len(pairs), n_seeds).mean(axis=1)
 
@@ -263,7 +272,7 @@ def _run_and_print(algorithm, hessian, family, data, hidden, protocol):
     return cell
 
 
-def plot(cells, algorithms, hessians, families, path):
+def plot(cells, algorithms, hessians, families, path, passes=1):
     """Heat map of held-out accuracy; undefined cells hatched, diverged cells blank."""
     import matplotlib
 
@@ -285,7 +294,7 @@ def plot(cells, algorithms, hessians, families, path):
     image = ax.imshow(acc, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(families)), families)
     ax.set_yticks(range(len(rows)), [f"{a}-{h}" for a, h in rows])
-    ax.set_title("held-out accuracy on digits after one pass")
+    ax.set_title("held-out accuracy on digits after " + ("one pass" if passes == 1 else f"{passes} passes"))
     fig.colorbar(image, ax=ax, fraction=0.04)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -356,8 +365,10 @@ def union() -> None:
         f"{N_LEARN + N_VAL} training rows, seeds 0-2, the last {N_VAL} predicted before they were learned) "
         "and then fitted the best pair on all training rows. Here each cell takes the run whose chosen pair has "
         "the lowest validation log-loss, so "
-        "the protocol (inner steps, Monte-Carlo draws, a refined or wider search) is tuned per cell as its "
-        "hyperparameters are; the test rows choose nothing. The runs are of the code of their dates (the "
+        "the protocol (inner steps, Monte-Carlo draws, passes, a refined or wider search) is tuned per cell as "
+        "its hyperparameters are; the test rows choose nothing. A run of several passes (`--passes`) learns "
+        f"the first {N_LEARN} rows that many times before it scores the same {N_VAL}, each still predicted "
+        "before it was learned. The runs are of the code of their dates (the "
         "dlr_signs run is the DLR MC-EF and LIN-HESS cells after the eigenvector signs were fixed); a "
         "refined search's validation loss is the minimum over more pairs, so it is slightly optimistic, "
         "as is the union's.\n\n"
@@ -390,6 +401,8 @@ def main():
                         help="LEARN,SCORED: the sweep learns the first LEARN training rows and scores the next "
                         "SCORED, each before it is learned (e.g. 628,629: the whole training stream, scored on "
                         "its second half)")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="passes over the rows of every fit (max_iter), the sweep's learned rows included")
     parser.add_argument("--name", default="digits_grid", help="results/NAME.{md,png,json}")
     parser.add_argument("--union", action="store_true", help="no fits: the committed run chosen per cell")
     args = parser.parse_args()
@@ -401,12 +414,15 @@ def main():
     n_learn, n_scored = (int(n) for n in args.validation_rows.split(","))
     protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "n_mc_samples": args.mc_samples,
                 "n_seeds": args.seeds, "activation": args.activation, "refine": args.refine,
-                "validation_rows": (n_learn, n_scored)}
+                "validation_rows": (n_learn, n_scored), "passes": args.passes}
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
     data = _data()
     X_train, X_test, y_train, y_test = data
     if min(n_learn, n_scored) < 1 or n_learn + n_scored > len(X_train):
         parser.error(f"--validation-rows must be two positive counts summing to at most {len(X_train)}")
+    if args.passes < 1:
+        parser.error("--passes must be a positive count")
+    passes_text = "One pass" if args.passes == 1 else f"{args.passes} passes (`max_iter={args.passes}`)"
 
     sgd = SGDClassifier(loss="log_loss", random_state=0).partial_fit(X_train, y_train, classes=np.arange(10))
     baseline = [["SGDClassifier(log_loss), one partial_fit pass", f"{sgd.score(X_test, y_test):.3f}",
@@ -450,7 +466,7 @@ def main():
     print(summary)
     reason_lines = "\n".join(f"- {'-'.join(key)}: {text}." for key, text in reasons.items())
     body = (
-        f"One pass over digits (1,257 train / 540 test, inputs / 16), MLP 64-{args.hidden}-10 {args.activation}, "
+        f"{passes_text} over digits (1,257 train / 540 test, inputs / 16), MLP 64-{args.hidden}-10 {args.activation}, "
         f"batch size 1, inner steps {n_inner}, {args.mc_samples} Monte-Carlo draws, "
         "default options otherwise (diagonal families: the Kalman step). "
         f"Every cell is run from {args.seeds} seeds (`random_state` 0 to {args.seeds - 1}: the initial weights and "
@@ -460,14 +476,16 @@ def main():
         f"validation split of the training rows, averaged over the seeds: one `run_sweep` over the first "
         f"{n_learn + n_scored} training rows with every (pair, seed) as a member, scored on the last {n_scored} of "
         "them, each predicted before it was learned (the test rows are never used to choose). "
-        f"Pairs: sigma0 in {sigma0s} x step in {STEPS}; for BOG and "
+        + (f"The sweep learns the first {n_learn} rows {args.passes} times over before it scores the next "
+           f"{n_scored}, once each. " if args.passes > 1 else "")
+        + f"Pairs: sigma0 in {sigma0s} x step in {STEPS}; for BOG and "
         "BBB on natural coordinates (fc, diag) the learning rate is step / sigma0^4, so that the mean moves by "
         "about step x gradient on every family (Eqs. 137-139, 220-222 against 175, 307). "
         + ("A second sweep then scores the pairs a quarter of a decade around the best (sigma0 and step "
            "times 10^-0.25, 1, 10^0.25; BONG's step stays 1 and BLR's at most 1), and the pairs of both sweeps "
            "are ranked together. " if args.refine else "")
         + "The cell then "
-        "makes one pass over all training rows from each seed, in the same order (`shuffle=False`), with "
+        f"makes {passes_text.lower()} over all training rows from each seed, in the same order (`shuffle=False`), with "
         "`BONGClassifier` at that pair; accuracy and log-loss are the means over the seeds. If a seed's fit "
         f"raises, the next best pair is tried (up to {N_FALLBACK}; the rank is in brackets after the validation "
         "loss). 'diverged' means every pair made the posterior invalid for some seed; 'warned' how many seeds' "
@@ -484,7 +502,7 @@ def main():
         + f"\n\n![accuracy heat map]({args.name}.png)\n\nUndefined cells:\n\n"
         + reason_lines
     )
-    plot(cells, algorithms, hessians, families, RESULTS / f"{args.name}.png")
+    plot(cells, algorithms, hessians, families, RESULTS / f"{args.name}.png", args.passes)
     print(write(args.name, "The BONG space on digits", body))
 
 

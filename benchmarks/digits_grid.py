@@ -116,7 +116,7 @@ def _params(algorithm, hessian, family, hidden, sigma0, learning_rate, protocol,
         # The rows in the order the validation sweep saw them (train_test_split shuffled them).
         shuffle=False,
         random_state=random_state,
-        max_iter=protocol.get("passes", 1),
+        max_iter=protocol["passes"],
     )
 
 
@@ -175,7 +175,7 @@ def validation_losses(pairs, algorithm, hessian, family, hidden, X_train, y_trai
     n_learn, n_scored = protocol["validation_rows"]
     n_rows = n_learn + n_scored
     # K passes over the learned rows, then the scored rows once (module docstring, --passes).
-    order = np.concatenate([np.tile(np.arange(n_learn), protocol.get("passes", 1)), np.arange(n_learn, n_rows)])
+    order = np.concatenate([np.tile(np.arange(n_learn), protocol["passes"]), np.arange(n_learn, n_rows)])
     X = np.asarray(X_train[order], np.float32)
     Y = np.eye(10, dtype=np.float32)[y_train[order]]
     spec = MLPSpec(X.shape[1], (hidden,), 10, protocol["activation"])

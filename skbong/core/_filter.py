@@ -1543,6 +1543,11 @@ def _output_width(apply_fn, n_params: int, n_features: int, dtype: str) -> int:
             f"apply_fn(params, x) fails for params of shape ({n_params},) (the prior mean) and rows of "
             f"{n_features} feature(s): {type(error).__name__}: {error}"
         ) from error
+    if len(out.shape) < 2 or out.shape[0] != 1:
+        raise ValueError(
+            f"apply_fn(params, x) must return one row of outputs per row of x, shape (B, C): for one row "
+            f"it returns shape {tuple(out.shape)} (reshape a (B,) output to (B, 1))."
+        )
     return int(np.prod(out.shape[1:], dtype=np.int64))
 
 

@@ -29,6 +29,10 @@ def _two_logits(theta, x):
     return x @ theta.reshape(3, 2)
 
 
+def _one_output_per_row_flat(theta, x):
+    return x @ theta
+
+
 def _data():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 3))
@@ -43,6 +47,9 @@ def _data():
         ({"apply_fn": _two_logits, "init_mean": np.zeros(6)}, "returns 2 output\\(s\\) per row and Y has 1"),
         ({"apply_fn": _two_logits, "init_mean": np.zeros(6), "likelihood": "categorical"}, "one-hot rows"),
         ({"init_mean": np.zeros(4)}, "fails for params of shape \\(4,\\)"),
+        # A (B,) output passed the width check (one output, one column of Y) and then failed
+        # inside JAX's VJP with a message about float32[1, 1].
+        ({"apply_fn": _one_output_per_row_flat}, "must return one row of outputs per row of x, shape \\(B, C\\)"),
         ({"init_mean": np.zeros(3, int)}, "float32 or float64 array"),
         ({"obs_noise": -1.0}, "obs_noise must be positive"),
         ({"obs_noise": np.ones(3)}, "one per output \\(1\\)"),

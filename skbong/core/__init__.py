@@ -273,8 +273,9 @@ def filter_posterior(
         Rank of the low-rank precision term (``family="dlr"`` or "slr").
     algorithm : str, default="bong"
     hessian : str, default="lin_hess"
-    sigma0 : float, default=1.0
-        Prior standard deviation: ``theta ~ N(init_mean, sigma0^2 I)``.
+    sigma0 : float or array of shape (P,), default=1.0
+        Prior standard deviation: ``theta ~ N(init_mean, sigma0^2 I)``, or
+        ``N(init_mean, diag(sigma0^2))`` with one scale per parameter.
     obs_noise : float or array of shape (C,), default=1.0
         Observation variance ``R`` of the Gaussian likelihood.
     dynamics_decay, process_noise : float
@@ -351,6 +352,12 @@ def filter_posterior(
         raise ValueError(
             f"init_mean must be a 1-D float32 or float64 array (the prior mean of the P parameters, in the "
             f"dtype the filter computes in), got shape {mean0.shape} and dtype {mean0.dtype}."
+        )
+    if np.shape(sigma0) not in ((), (1,), mean0.shape):
+        # A (P, P) matrix was taken elementwise, its off-diagonal entries silently dropped.
+        raise ValueError(
+            f"sigma0 must be one prior standard deviation or one per parameter, shape {mean0.shape}; got shape "
+            f"{np.shape(sigma0)} (a prior covariance matrix is not accepted: pass its square-root diagonal)."
         )
     if not isinstance(sigma0, jax.core.Tracer) and not np.all(np.isfinite(sigma0) & (np.asarray(sigma0) > 0)):
         # (vmap may trace it)

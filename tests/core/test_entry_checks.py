@@ -60,6 +60,10 @@ def _data():
         ({"X": "nan"}, "NaN"),
         ({"Y": "nan"}, "Y holds NaN"),
         ({"sigma0": np.inf}, "sigma0 must be positive and finite"),
+        # A (P, P) matrix was taken elementwise (its off-diagonal entries dropped) on fc and
+        # fc_mom and gave JAX's broadcasting error on the others; a (P + 1,) vector the latter.
+        ({"sigma0": np.eye(3) + 0.1}, "sigma0 must be one prior standard deviation or one per parameter, shape \\(3,\\)"),
+        ({"sigma0": np.ones(4)}, "got shape \\(4,\\)"),
         # A constant out of range is refused as the same value from a schedule is: before,
         # decay 2 learned weights of 10 for a truth of 1, and a negative process noise gave NaN.
         ({"dynamics_decay": 2.0}, "dynamics_decay must be finite and in \\(0, 1\\]"),
@@ -110,6 +114,29 @@ def test_run_filter_checks_too_and_a_matching_stream_runs():
     # One observation per row, the linear model's outputs one per column: it learns the weights.
     state = run_filter(config, state, X, Y, Hyperparameters(1e-4, 1.0, 0.0))
     np.testing.assert_allclose(np.asarray(state.mean), [1.0, -2.0, 0.5], atol=1e-2)
+
+
+@pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom"])
+def test_one_prior_scale_per_parameter_is_the_prior_it_names(family, x64):
+    """``sigma0`` of shape (P,) is the prior ``N(0, diag(sigma0^2))``. On the linear-Gaussian
+    model BONG-LIN-HESS-FC is exact (Prop. 4.1), so its posterior is the closed form
+    ``(diag(sigma0^-2) + X^T X / R)^-1``. The other families are checked through
+    ``theta = s * phi``: a unit prior on ``phi`` with inputs ``x * s`` is the same model, and
+    their updates (E.2's moment step, Eqs. 212-213 with the Kalman gain, E.3-E.4) commute
+    with that rescaling."""
+    X, Y = _data()
+    scales = np.array([0.3, 0.6, 0.05])
+    noise = 5.0  # small enough a step that BONG on moments (fc_mom) stays positive definite
+    run = filter_posterior(_linear, jnp.zeros(3), X, Y, family=family, sigma0=jnp.asarray(scales), obs_noise=noise)
+    assert np.all(np.isfinite(np.asarray(run.mean)))
+    if family == "fc":
+        cov = np.linalg.inv(np.diag(scales**-2.0) + X.T @ X / noise)
+        np.testing.assert_allclose(np.asarray(run.cov), cov, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(run.mean), cov @ X.T @ Y[:, 0] / noise, rtol=1e-8, atol=1e-12)
+    else:
+        unit = filter_posterior(_linear, jnp.zeros(3), X * scales, Y, family=family, sigma0=1.0, obs_noise=noise)
+        np.testing.assert_allclose(np.asarray(run.mean), scales * np.asarray(unit.mean), rtol=1e-8, atol=1e-12)
+        assert not np.allclose(np.asarray(unit.mean), np.asarray(run.mean), rtol=1e-2)
 
 
 def test_vmap_over_sigma0_gives_the_separate_runs():

@@ -209,7 +209,11 @@ def make_config(
     ------
     ValueError
         For an unknown name, or a combination the seeds leave undefined.
+    TypeError
+        If ``apply_fn`` is not callable.
     """
+    if not callable(apply_fn):
+        raise TypeError(f"apply_fn must be a function apply(params_flat, x) -> (B, C) outputs, got {apply_fn!r}.")
     rule = _known(ALGORITHMS, "algorithm", algorithm)
     estimator_cls = _known(HESSIANS, "hessian", hessian)
     _known(dict.fromkeys(FAMILIES + EXTRA_FAMILIES), "family", family)

@@ -1471,10 +1471,11 @@ def _check_stream(config: FilterConfig, state, X, Y, hyper, batch_size, n_lead: 
             f"state is a {type(state).__name__}, the belief of another family: family {config.family.name!r} "
             f"keeps a {expected.__name__} (config.family.init(mean0, sigma0) makes one)."
         )
+    n_params = state.mean.shape[-1]
+    _check_belief_shapes(config.family, state, n_params, n_lead)
     if np.ndim(Y) == 0 or X.shape[0] != Y.shape[0]:
         raise ValueError(f"X and Y must have one row per observation: X has {X.shape[0]} rows, Y has shape {np.shape(Y)}.")
     n_outputs = int(np.prod(Y.shape[1:], dtype=np.int64))
-    n_params = state.mean.shape[-1]
     width = _output_width(config.apply_fn, n_params, int(np.prod(X.shape[1:], dtype=np.int64)), str(state.mean.dtype))
     if width != n_outputs:
         one_hot = " (one-hot rows for a categorical likelihood)" if isinstance(config.likelihood, Categorical) else ""
@@ -1529,6 +1530,29 @@ def _concrete(value) -> np.ndarray | None:
 def _state_class(family) -> type:
     """The NamedTuple class of ``family``'s beliefs (traced once, never run)."""
     return type(jax.eval_shape(family.init, jax.ShapeDtypeStruct((2,), "float32"), jax.ShapeDtypeStruct((), "float32")))
+
+
+def _check_belief_shapes(family, state, n_params: int, n_lead: int) -> None:
+    """Refuse a belief whose arrays do not have the shapes ``family.init`` gives for its
+    mean's ``n_params`` parameters (after ``n_lead`` leading axes): a covariance of another
+    size, or a low-rank factor of another rank than the config's, failed inside a product
+    with XLA's message about contracting dimensions."""
+    expected = _belief_shapes(family, n_params, str(state.mean.dtype))
+    for field, leaf in zip(state._fields, state):
+        shape = tuple(np.shape(leaf))
+        if len(shape) < n_lead or shape[n_lead:] != expected[field]:
+            raise ValueError(
+                f"state.{field} has shape {shape[n_lead:]} where the {family.name!r} belief of "
+                f"{n_params} parameters (its mean's length) has {expected[field]}: a belief made for "
+                f"another network or another rank (config.family.init(mean0, sigma0) makes one)."
+            )
+
+
+@lru_cache(maxsize=256)
+def _belief_shapes(family, n_params: int, dtype: str) -> dict:
+    """Shape of each field of ``family``'s belief of ``n_params`` parameters (traced, never run)."""
+    abstract = jax.eval_shape(family.init, jax.ShapeDtypeStruct((n_params,), dtype), jax.ShapeDtypeStruct((), dtype))
+    return {field: tuple(leaf.shape) for field, leaf in zip(abstract._fields, abstract)}
 
 
 @lru_cache(maxsize=256)

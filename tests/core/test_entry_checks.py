@@ -263,3 +263,13 @@ def test_entry_points_name_the_mistake():
         predict_at(fc, np.zeros(3), X)
     assert predict_at(fc, np.zeros((2, 3)), X).shape == (2, 20, 1)
     assert run_filter(fc, prior, X, Y, hyper).mean.shape == (3,)
+    # A belief of another size or rank, and a config without a network: before, XLA's
+    # "dot_general requires contracting dimensions to have the same shape" and, at the first
+    # run, "Expected a callable value, got None".
+    with pytest.raises(ValueError, match="state.cov has shape \\(4, 4\\) where the 'fc' belief of 3 parameters"):
+        run_filter(fc, prior._replace(cov=jnp.eye(4)), X, Y, hyper)
+    dlr2, dlr3 = make_config(_linear, "gaussian", "dlr", rank=2), make_config(_linear, "gaussian", "dlr", rank=3)
+    with pytest.raises(ValueError, match="state.low_rank has shape \\(3, 3\\) where the .dlr. belief .* has \\(3, 2\\)"):
+        run_filter(dlr2, dlr3.family.init(jnp.zeros(3), jnp.asarray(1.0)), X, Y, hyper)
+    with pytest.raises(TypeError, match="apply_fn must be a function apply\\(params_flat, x\\)"):
+        make_config(None, "gaussian", "fc")

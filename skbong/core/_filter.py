@@ -1535,8 +1535,8 @@ def _state_class(family) -> type:
 def _check_belief_shapes(family, state, n_params: int, n_lead: int) -> None:
     """Refuse a belief whose arrays do not have the shapes ``family.init`` gives for its
     mean's ``n_params`` parameters (after ``n_lead`` leading axes): a covariance of another
-    size, or a low-rank factor of another rank than the config's, failed inside a product
-    with XLA's message about contracting dimensions."""
+    size, or a low-rank factor of another rank than the config's, failed inside the step
+    with XLA's message about contracting dimensions or ``lax.cond``'s about branch types."""
     expected = _belief_shapes(family, n_params, str(state.mean.dtype))
     for field, leaf in zip(state._fields, state):
         shape = tuple(np.shape(leaf))

@@ -16,7 +16,8 @@ hence tanh units and several seeds. Cells the
 registry rejects print the reason. Writes ``results/digits_grid.md`` and ``.png``.
 
     python benchmarks/digits_grid.py [--families dlr,diag] [--hidden 10] [--inner bbb=10] [--sigma0s 0.1,0.3,1,3]
-        [--mc-samples 100] [--seeds 3] [--activation relu] [--refine] [--validation-rows 628,629] [--passes 2]
+        [--steps bbb=0.001:0.0003] [--mc-samples 100] [--seeds 3] [--activation relu] [--refine]
+        [--validation-rows 628,629] [--passes 2]
         [--name NAME]
     python benchmarks/digits_grid.py --union
 
@@ -125,11 +126,11 @@ def _steps_scale_with_sigma0(algorithm, family):
     return algorithm in ("bog", "bbb") and family in NATURAL
 
 
-def candidate_pairs(algorithm, family, sigma0s=SIGMA0S):
+def candidate_pairs(algorithm, family, sigma0s=SIGMA0S, steps=STEPS):
     """Every ``(sigma0, learning_rate)`` of the validation search of one cell."""
     pairs = []
     scaled = _steps_scale_with_sigma0(algorithm, family)
-    for sigma0, step in itertools.product(sigma0s, STEPS[algorithm]):
+    for sigma0, step in itertools.product(sigma0s, steps[algorithm]):
         rate = step / sigma0**4 if scaled else step
         if not (algorithm == "blr" and family == "dlr" and rate > 1):  # BONG Eq. 294 needs alpha <= 1
             pairs.append((sigma0, rate))
@@ -209,7 +210,7 @@ def tune(algorithm, hessian, family, hidden, X_train, y_train, protocol):
     together.
     """
     start = time.perf_counter()
-    pairs = candidate_pairs(algorithm, family, protocol["sigma0s"])
+    pairs = candidate_pairs(algorithm, family, protocol["sigma0s"], protocol["steps"])
     args = (algorithm, hessian, family, hidden, X_train, y_train, protocol)
     losses = validation_losses(pairs, *args)
     if protocol["refine"] and np.isfinite(losses).any():
@@ -393,6 +394,7 @@ def main():
     parser.add_argument("--n-jobs", type=int, default=1, help="cells run in parallel processes (joblib)")
     parser.add_argument("--inner", default="", help="inner steps per algorithm instead of N_INNER, e.g. bbb=10")
     parser.add_argument("--sigma0s", default="", help="prior scales tried instead of SIGMA0S, e.g. 0.1,0.3,1,3")
+    parser.add_argument("--steps", default="", help="steps per algorithm instead of STEPS, e.g. bbb=0.001:0.0003")
     parser.add_argument("--mc-samples", type=int, default=10, help="Monte-Carlo draws per step (the seeds use 100)")
     parser.add_argument("--activation", default=ACTIVATION, help="hidden activation (relu: the grid before 2026-11-27)")
     parser.add_argument("--seeds", type=int, default=N_SEEDS, help="initial weights (random_state 0, 1, ...)")
@@ -411,8 +413,10 @@ def main():
         return
     n_inner = {**N_INNER, **{a: int(n) for a, n in (item.split("=") for item in args.inner.split(",") if item)}}
     sigma0s = tuple(float(s) for s in args.sigma0s.split(",")) if args.sigma0s else SIGMA0S
+    steps = {**STEPS, **{a: tuple(float(v) for v in values.split(":"))
+                         for a, values in (item.split("=") for item in args.steps.split(",") if item)}}
     n_learn, n_scored = (int(n) for n in args.validation_rows.split(","))
-    protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "n_mc_samples": args.mc_samples,
+    protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "steps": steps, "n_mc_samples": args.mc_samples,
                 "n_seeds": args.seeds, "activation": args.activation, "refine": args.refine,
                 "validation_rows": (n_learn, n_scored), "passes": args.passes}
     families, algorithms, hessians = (s.split(",") for s in (args.families, args.algorithms, args.hessians))
@@ -478,7 +482,7 @@ def main():
         "them, each predicted before it was learned (the test rows are never used to choose). "
         + (f"The sweep learns the first {n_learn} rows {args.passes} times over before it scores the next "
            f"{n_scored}, once each. " if args.passes > 1 else "")
-        + f"Pairs: sigma0 in {sigma0s} x step in {STEPS}; for BOG and "
+        + f"Pairs: sigma0 in {sigma0s} x step in {steps}; for BOG and "
         "BBB on natural coordinates (fc, diag) the learning rate is step / sigma0^4, so that the mean moves by "
         "about step x gradient on every family (Eqs. 137-139, 220-222 against 175, 307). "
         + ("A second sweep then scores the pairs a quarter of a decade around the best (sigma0 and step "

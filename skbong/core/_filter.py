@@ -1526,10 +1526,9 @@ def _concrete(value) -> np.ndarray | None:
     return None if isinstance(value, jax.core.Tracer) else np.asarray(value)
 
 
-@lru_cache(maxsize=64)
 def _state_class(family) -> type:
-    """The NamedTuple class of ``family``'s beliefs (traced once, never run)."""
-    return type(jax.eval_shape(family.init, jax.ShapeDtypeStruct((2,), "float32"), jax.ShapeDtypeStruct((), "float32")))
+    """The NamedTuple class of ``family``'s beliefs."""
+    return type(_belief_template(family, 2, "float32"))
 
 
 def _check_belief_shapes(family, state, n_params: int, n_lead: int) -> None:
@@ -1537,22 +1536,21 @@ def _check_belief_shapes(family, state, n_params: int, n_lead: int) -> None:
     mean's ``n_params`` parameters (after ``n_lead`` leading axes): a covariance of another
     size, or a low-rank factor of another rank than the config's, failed inside the step
     with XLA's message about contracting dimensions or ``lax.cond``'s about branch types."""
-    expected = _belief_shapes(family, n_params, str(state.mean.dtype))
-    for field, leaf in zip(state._fields, state):
+    template = _belief_template(family, n_params, str(state.mean.dtype))
+    for field, leaf, expected in zip(state._fields, state, template):
         shape = tuple(np.shape(leaf))
-        if len(shape) < n_lead or shape[n_lead:] != expected[field]:
+        if len(shape) < n_lead or shape[n_lead:] != expected.shape:
             raise ValueError(
                 f"state.{field} has shape {shape[n_lead:]} where the {family.name!r} belief of "
-                f"{n_params} parameters (its mean's length) has {expected[field]}: a belief made for "
+                f"{n_params} parameters (its mean's length) has {expected.shape}: a belief made for "
                 f"another network or another rank (config.family.init(mean0, sigma0) makes one)."
             )
 
 
 @lru_cache(maxsize=256)
-def _belief_shapes(family, n_params: int, dtype: str) -> dict:
-    """Shape of each field of ``family``'s belief of ``n_params`` parameters (traced, never run)."""
-    abstract = jax.eval_shape(family.init, jax.ShapeDtypeStruct((n_params,), dtype), jax.ShapeDtypeStruct((), dtype))
-    return {field: tuple(leaf.shape) for field, leaf in zip(abstract._fields, abstract)}
+def _belief_template(family, n_params: int, dtype: str):
+    """``family``'s belief of ``n_params`` parameters as shapes and dtypes (traced once, never run)."""
+    return jax.eval_shape(family.init, jax.ShapeDtypeStruct((n_params,), dtype), jax.ShapeDtypeStruct((), dtype))
 
 
 @lru_cache(maxsize=256)

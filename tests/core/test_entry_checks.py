@@ -122,8 +122,8 @@ def test_one_prior_scale_per_parameter_is_the_prior_it_names(family, x64):
     model BONG-LIN-HESS-FC is exact (Prop. 4.1), so its posterior is the closed form
     ``(diag(sigma0^-2) + X^T X / R)^-1``. The other families are checked through
     ``theta = s * phi``: a unit prior on ``phi`` with inputs ``x * s`` is the same model, and
-    their updates (E.2's moment step, Eqs. 212-213 with the Kalman gain, E.3-E.4) commute
-    with that rescaling."""
+    their updates (the moment step; Eqs. 212-213 with the Kalman gain on the diagonal
+    families) commute with that diagonal rescaling."""
     X, Y = _data()
     scales = np.array([0.3, 0.6, 0.05])
     noise = 5.0  # small enough a step that BONG on moments (fc_mom) stays positive definite

@@ -385,6 +385,11 @@ def union() -> None:
     print(write(UNION_NAME, "The BONG space on digits: the protocol chosen per cell", body))
 
 
+def _per_algorithm(text, parse):
+    """``{"bbb": parse("10")}`` from ``"bbb=10"``: the per-algorithm options (``--inner``, ``--steps``)."""
+    return {algorithm: parse(value) for algorithm, value in (item.split("=") for item in text.split(",") if item)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", default=",".join(FAMILIES))
@@ -411,10 +416,9 @@ def main():
     if args.union:
         union()
         return
-    n_inner = {**N_INNER, **{a: int(n) for a, n in (item.split("=") for item in args.inner.split(",") if item)}}
+    n_inner = {**N_INNER, **_per_algorithm(args.inner, int)}
     sigma0s = tuple(float(s) for s in args.sigma0s.split(",")) if args.sigma0s else SIGMA0S
-    steps = {**STEPS, **{a: tuple(float(v) for v in values.split(":"))
-                         for a, values in (item.split("=") for item in args.steps.split(",") if item)}}
+    steps = {**STEPS, **_per_algorithm(args.steps, lambda values: tuple(float(v) for v in values.split(":")))}
     n_learn, n_scored = (int(n) for n in args.validation_rows.split(","))
     protocol = {"n_inner": n_inner, "sigma0s": sigma0s, "steps": steps, "n_mc_samples": args.mc_samples,
                 "n_seeds": args.seeds, "activation": args.activation, "refine": args.refine,

@@ -31,7 +31,7 @@ from skbong._health import (
     prior_conflict,
     update_health,
 )
-from skbong.core import MLPSpec, make_config
+from skbong.core import Hyperparameters, MLPSpec, make_config, run_filter
 from skbong.core._filter import prior_output_spread
 
 from networks import FeatureConv, ImageCNN, assert_same_initial_weights
@@ -1714,3 +1714,29 @@ def test_a_learning_stream_of_rare_positives_gets_no_verdict_on_a_window_of_a_fe
         for start in range(0, 6000, 100):
             clf.partial_fit(X[start : start + 100], y[start : start + 100], classes=[0, 1])
     assert roc_auc_score(y[6000:], clf.predict_proba(X[6000:])[:, 1]) > 0.95
+
+
+def test_an_indefinite_full_covariance_is_refused():
+    """BOG on natural coordinates moves the precision by ``-4 alpha Sigma g mu^T`` (Eq. 140).
+    On ``benchmarks/digits_grid.py``'s split, at the pair its validation sweep chose for
+    BOG-LIN-HESS-FC, it made ``Sigma`` indefinite while every variance stayed positive, and
+    the fit, accepted, predicted below chance (test accuracy 0.09). The dense eigenvalues of
+    the same filter run through the core are the reference; the estimator must refuse it."""
+    X, y = load_digits(return_X_y=True)
+    X_train, _, y_train, _ = train_test_split(X / 16.0, y, test_size=0.3, random_state=0, stratify=y)
+    X_train, y_train = X_train[:900].astype(np.float32), y_train[:900]
+    sigma0, rate, seed = 1.77828, 5.62e-5, 1
+    clf = BONGClassifier(hidden_layer_sizes=(5,), activation="tanh", algorithm="bog", family="fc", sigma0=sigma0,
+                         learning_rate=rate, shuffle=False, random_state=seed)
+    with pytest.raises(FloatingPointError, match="covariance not positive definite.*Eqs. 140, 223.*algorithm='bong'"):
+        clf.fit(X_train, y_train)
+    assert not hasattr(clf, "posterior_")
+
+    spec = MLPSpec(64, (5,), 10, "tanh")
+    config = make_config(spec.apply, "categorical", "fc", algorithm="bog")
+    init = spec.init_params(int(np.random.RandomState(seed).randint(np.iinfo(np.int32).max)))
+    state = run_filter(config, config.family.init(jnp.asarray(init, jnp.float32), sigma0), X_train,
+                       np.eye(10, dtype=np.float32)[y_train], Hyperparameters(1.0, 1.0, 0.0, rate))
+    cov = np.asarray(state.cov, np.float64)
+    assert np.all(np.isfinite(cov)) and np.diag(cov).min() > 0
+    assert np.linalg.eigvalsh(cov).min() < -0.1

@@ -187,7 +187,13 @@ def _is_finite_and_positive(finite: tuple, positive: tuple = ()) -> jax.Array:
 
 
 def _full_valid(state: FullCovState) -> jax.Array:
-    return _is_finite_and_positive((state.mean, state.cov), (jnp.diag(state.cov),))
+    """Finite, with a positive definite covariance: its Cholesky factor exists (JAX returns
+    NaN where it does not), ``O(P^3 / 3)``. Positive variances alone are not enough: a
+    plain-gradient step on natural coordinates (BOG, Eq. 140) made a digits MLP's
+    ``Sigma`` indefinite (smallest eigenvalue -0.73) with every variance positive, and that
+    posterior, accepted, predicted below chance from then on."""
+    factor = jnp.linalg.cholesky(state.cov)
+    return _is_finite_and_positive((state.mean, factor), (jnp.diagonal(factor),))
 
 
 def _diag_valid(state: DiagState) -> jax.Array:
@@ -325,7 +331,8 @@ class _GaussianFamily:
         return self._predict(state, decay, process_noise)
 
     def is_valid(self, state) -> jax.Array:
-        """Whether the belief is finite with positive variances (moment steps can break this)."""
+        """Whether the belief is finite with a positive definite covariance (moment steps and
+        plain-gradient steps can break this)."""
         return self._is_valid(state)
 
     def sample(self, state, key: jax.Array, n_samples: int) -> jax.Array:

@@ -1090,8 +1090,10 @@ def run_filter(
         inflation (``config.dynamics``), ignored otherwise. The prior before the row of
         index ``t`` is that of ``t`` predict steps (one per row) of the constant dynamics.
     return_valid : bool, default=False
-        Also return :func:`belief_is_valid` of the updated belief, computed by the call's
-        last compiled program rather than by one of its own.
+        Also return whether the belief was valid (:func:`belief_is_valid`) at the end of
+        each of the call's compiled programs (chunks of rows), every one of them: the
+        updated belief's flag, and that of the beliefs the call passed through on its way.
+        Computed by those programs rather than by one of their own.
     innovation_start : tuple, optional
         With ``config.dynamics.innovation_scale``: ``(S, N)``, the sum of the normalised
         squared innovations (per output, shape ``(C,)``) and the total weight of the rows
@@ -1343,8 +1345,9 @@ def _run_chunks(
     """Feed ``(X, Y)`` and the row weights to the jitted ``scan`` in bucket-sized chunks;
     ``n_lead`` leading axes (the members of a sweep) precede the step axes of its records.
     ``callback(n_rows_done, chunk_records)`` runs after each chunk has been computed.
-    ``check_valid``: each chunk's program also checks the belief it ends with, and the last
-    chunk's flag is returned, last in the tuple (one compiled program per call, not two).
+    ``check_valid``: each chunk's program also checks the belief it ends with, and whether
+    every chunk's was valid is returned, last in the tuple (one compiled program per call,
+    not two).
 
     A program that the device cannot hold raises ``MemoryError`` with what to change (XLA's
     own error names only the bytes); the call waits for its result so that this happens
@@ -1619,7 +1622,7 @@ def _run_chunks_unchecked(
         ws = _pad_rows(weights[rows], bucket * batch_size).reshape(bucket, batch_size)
         # numpy inputs go straight to the compiled call, whose C++ dispatch transfers them
         # (jnp.asarray first cost ~50 us each: a third of a one-row partial_fit's overhead).
-        state, out, valid = scan(
+        state, out, chunk_valid = scan(
             config,
             state,
             xs,
@@ -1639,6 +1642,9 @@ def _run_chunks_unchecked(
             ),
             heavy_rows=heavy_rows,
         )
+        # Every chunk's belief, not only the last: a belief that broke down in one chunk is
+        # not mended by the next, whose steps start from it.
+        valid = chunk_valid if valid is None or chunk_valid is None else valid & chunk_valid
         if adaptive:  # the noise estimate goes on to the next chunk
             state, noise = state
             hyper = hyper._replace(obs_noise=noise)

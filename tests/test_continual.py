@@ -509,8 +509,12 @@ def test_process_noise_that_makes_a_classifier_overconfident_is_told_so_and_the_
         messages = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
         if messages:
             break
-    assert len(messages) == 1 and "is overconfident" in messages[0] and "no better than a constant" in messages[0]
-    assert "not learning" not in messages[0] and "Brier score is 0." in messages[0]
+    # 2.93 nats on one host, 3.31 (at the "far worse" threshold of 1 nat) on another (Zen 5).
+    assert len(messages) == 1 and "is overconfident" in messages[0]
+    assert re.search("(no better than|far worse than) a constant", messages[0])
+    # What it still got right: its Brier score, or (far worse in log-loss) its share right.
+    assert "not learning" not in messages[0]
+    assert re.search(r"Brier score is 0\.|classified \d+% of them right", messages[0])
     # Far worse than after the advice on rows it has mostly seen: above chance's log 10 = 2.30
     # on an AMD EPYC host, 1.79 on an Intel Xeon (the stream's round-off decides how far out).
     assert log_loss(y, clf.predict_proba(X)) > 1.0

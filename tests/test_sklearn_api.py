@@ -40,6 +40,16 @@ _UNSCALED_REGRESSOR_CHECKS = {
     ],
 }
 
+# Two more checks leave the moment step's Sigma indefinite with every variance positive
+# (check_fit2d_1sample's one row: smallest eigenvalue -1.1e-4 against a prior variance of
+# 9e-4). They passed while the validity check read the variances alone; since 2026-12-02 a
+# full covariance must be positive definite (tests/core/test_validity.py) and fit refuses.
+_MOMENT_INDEFINITE_CHECKS = ("check_fit2d_1sample", "check_n_features_in_after_fitting")
+_MOMENT_INDEFINITE = (
+    "the moment-parameter BONG step (BONG Eq. 168) leaves Sigma indefinite on this check's rows "
+    "at sigma0 = 0.03, and fit raises the documented FloatingPointError"
+)
+
 # A weight w raises a row's likelihood to the power w (tests/test_sample_weight.py). Repeating
 # a row w times is the same only within one filter step or for an exact (linear-Gaussian)
 # filter: a nonlinear filter relinearises between the copies, and the check's shuffled
@@ -162,6 +172,8 @@ def _expected_failures(estimator):
             failures["check_decision_proba_consistency"] = _PLAIN_STEPS_GUESS
     if isinstance(estimator, BONGRegressor) and estimator.algorithm == "bong":
         failures |= {check: _MOMENT_BREAKDOWN for check in _UNSCALED_REGRESSOR_CHECKS.get(estimator.family, [])}
+        if estimator.family == "fc_mom":
+            failures |= dict.fromkeys(_MOMENT_INDEFINITE_CHECKS, _MOMENT_INDEFINITE)
     return failures
 
 

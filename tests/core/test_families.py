@@ -291,11 +291,16 @@ def test_samples_have_the_family_covariance(family, x64):
 
 
 def _numpy_is_valid(family_name, state) -> bool:
-    """The validity check written with numpy: every leaf finite, and the variances (FC:
-    the covariance's diagonal; diagonal families) or diagonal precision (DLR) positive."""
+    """The validity check written with numpy: every leaf finite, and the covariance positive
+    definite (FC: the smallest eigenvalue of its symmetric part, in float64), the variances
+    (diagonal families) or the diagonal precision (DLR) positive."""
     leaves = [np.asarray(leaf) for leaf in state]
-    positive = {"fc": np.diag(leaves[1]), "fc_mom": np.diag(leaves[1])}.get(family_name, leaves[1])
-    return all(np.all(np.isfinite(leaf)) for leaf in leaves) and bool(np.all(positive > 0))
+    if not all(np.all(np.isfinite(leaf)) for leaf in leaves):
+        return False
+    if family_name in ("fc", "fc_mom"):
+        cov = leaves[1].astype(np.float64)
+        return bool(np.linalg.eigvalsh(0.5 * (cov + cov.T)).min() > 0)
+    return bool(np.all(leaves[1] > 0))
 
 
 @pytest.mark.parametrize("family", ["fc", "fc_mom", "diag", "diag_mom", "dlr"])
@@ -317,7 +322,12 @@ def test_is_valid_flags_every_non_finite_entry_and_non_positive_variance(family)
         assert bool(is_valid(candidate)) == _numpy_is_valid(family, candidate)
     # Huge finite entries are valid (no sum that overflows); a batch of beliefs (a sweep's
     # members) gets one flag each.
-    assert bool(is_valid(jax.tree_util.tree_map(lambda a: jnp.full_like(a, 3e38), state)))
+    huge = jax.tree_util.tree_map(lambda a: jnp.full_like(a, 3e38), state)
+    if family in ("fc", "fc_mom"):
+        # A covariance of equal entries is singular: a multiple of I instead, below half the
+        # float32 maximum, as the Cholesky factorisation symmetrises (Sigma + Sigma^T) / 2.
+        huge = huge._replace(cov=1e38 * jnp.eye(state.cov.shape[0], dtype=state.cov.dtype))
+    assert bool(is_valid(huge))
     stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), state, *broken[:6])
     expected = [_numpy_is_valid(family, s) for s in (state, *broken[:6])]
     np.testing.assert_array_equal(belief_is_valid(config.family, stacked), expected)

@@ -321,6 +321,7 @@ class LinearizedHessian:
     """
 
     name = "lin_hess"
+    semidefinite = True  # G = -U U^T for any weights and draws
     stochastic = False
     empirical_fisher = False
 
@@ -375,6 +376,7 @@ class LinearizedEF:
     """
 
     name = "lin_ef"
+    semidefinite = True  # G = -U U^T for any weights and draws
     stochastic = False
     empirical_fisher = True
 
@@ -408,6 +410,7 @@ class MonteCarloEF:
 
     n_samples: int
     name = "mc_ef"
+    semidefinite = True  # G = -U U^T for any weights and draws
     stochastic = True
     empirical_fisher = True
 
@@ -529,6 +532,7 @@ class MonteCarloHessian:
 
     n_samples: int
     name = "mc_hess"
+    semidefinite = False  # a network's Hessian can have either sign
     stochastic = True
     empirical_fisher = False
 

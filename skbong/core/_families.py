@@ -186,17 +186,32 @@ def _is_finite_and_positive(finite: tuple, positive: tuple = ()) -> jax.Array:
     return jnp.all(jnp.ones(total.shape[0], total.dtype) @ total == 0)
 
 
-def _full_valid(state: FullCovState) -> jax.Array:
+def _full_valid(state: FullCovState, check_definite=True) -> jax.Array:
     """Finite, with a positive definite covariance: its Cholesky factor exists (JAX returns
     NaN where it does not), ``O(P^3 / 3)``. Positive variances alone are not enough: a
     plain-gradient step on natural coordinates (BOG, Eq. 140) made a digits MLP's
     ``Sigma`` indefinite (smallest eigenvalue -0.73) with every variance positive, and that
-    posterior, accepted, predicted below chance from then on."""
-    factor = jnp.linalg.cholesky(state.cov)
-    return _is_finite_and_positive((state.mean, factor), (jnp.diagonal(factor),))
+    posterior, accepted, predicted below chance from then on.
+
+    ``check_definite`` False (a bool, or a traced one chosen by ``lax.cond``) checks the
+    finite entries and positive variances alone, ``O(P^2)``: for a caller that knows its
+    steps keep ``Sigma`` positive definite (see :func:`skbong.core._filter._checks_definiteness`).
+    """
+
+    def definite(state):
+        factor = jnp.linalg.cholesky(state.cov)
+        return _is_finite_and_positive((state.mean, factor), (jnp.diagonal(factor),))
+
+    def variances(state):
+        return _is_finite_and_positive((state.mean, state.cov), (jnp.diagonal(state.cov),))
+
+    if isinstance(check_definite, bool):
+        return (definite if check_definite else variances)(state)
+    return jax.lax.cond(check_definite, definite, variances, state)
 
 
-def _diag_valid(state: DiagState) -> jax.Array:
+def _diag_valid(state: DiagState, check_definite=True) -> jax.Array:
+    del check_definite  # exact in O(P) anyway
     return _is_finite_and_positive((state.mean,), (state.var,))
 
 
@@ -330,10 +345,12 @@ class _GaussianFamily:
         """Predict step ``mu <- gamma mu``, ``Sigma <- gamma^2 Sigma + q I`` (LO-FI Eqs. 15-16)."""
         return self._predict(state, decay, process_noise)
 
-    def is_valid(self, state) -> jax.Array:
+    def is_valid(self, state, check_definite=True) -> jax.Array:
         """Whether the belief is finite with a positive definite covariance (moment steps and
-        plain-gradient steps can break this)."""
-        return self._is_valid(state)
+        plain-gradient steps can break this). ``check_definite`` False lets a full
+        covariance through on positive variances (:func:`_full_valid`); the diagonal
+        families' check is exact and ``O(P)`` either way."""
+        return self._is_valid(state, check_definite)
 
     def sample(self, state, key: jax.Array, n_samples: int) -> jax.Array:
         """``n_samples`` draws of the parameters, shape ``(n_samples, P)``."""
@@ -404,6 +421,11 @@ class FullCovariance(_GaussianFamily):
     defer_from: int = 2048
     name = "fc"
     diagonal = False
+    # Natural steps set precision' = precision - lr G (BONG, Eq. 118) or (1 - lr) precision
+    # + lr precision_prior - lr G (BLR, Eq. 133): positive definite in exact arithmetic
+    # whenever G is negative semi-definite and, with the KL term, lr <= 1 or the step is
+    # the first from the prior (:func:`skbong.core._filter._checks_definiteness`).
+    natural_steps_keep_definite = True
     _ops, _ngd, _gd = _Dense, staticmethod(_natural_coords_ngd), staticmethod(_natural_coords_gd)
     # The methods that also take a FullCovDeferred belief (predict, is_valid, sample,
     # covariance, output_covariance, covariance_dot) are defined below.
@@ -457,8 +479,8 @@ class FullCovariance(_GaussianFamily):
     def covariance(self, state) -> jax.Array:
         return self._as_dense(state).cov
 
-    def is_valid(self, state) -> jax.Array:
-        return _full_valid(self._as_dense(state))
+    def is_valid(self, state, check_definite=True) -> jax.Array:
+        return _full_valid(self._as_dense(state), check_definite)
 
     def sample(self, state, key: jax.Array, n_samples: int) -> jax.Array:
         return _full_sample(self._as_dense(state), key, n_samples)
@@ -1005,8 +1027,10 @@ class DiagonalLowRank:
         ups_pred, w_pred = jax.lax.switch(branch, (with_noise, without_noise, unchanged), None)
         return DLRState(decay * state.mean, ups_pred, w_pred)
 
-    def is_valid(self, state: DLRState) -> jax.Array:
-        """Whether the belief is finite with a positive diagonal precision."""
+    def is_valid(self, state: DLRState, check_definite=True) -> jax.Array:
+        """Whether the belief is finite with a positive diagonal precision (exact, ``O(R P)``;
+        ``check_definite`` changes nothing)."""
+        del check_definite
         return _is_finite_and_positive((state.mean, state.low_rank), (state.diag_precision,))
 
     def sample(self, state: DLRState, key: jax.Array, n_samples: int) -> jax.Array:

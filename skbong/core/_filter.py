@@ -1120,7 +1120,10 @@ def run_filter(
         Also return whether the belief was valid (:func:`belief_is_valid`) at the end of
         each of the call's compiled programs (chunks of rows), every one of them: the
         updated belief's flag, and that of the beliefs the call passed through on its way.
-        Computed by those programs rather than by one of their own.
+        Computed by those programs rather than by one of their own. A full covariance
+        (``fc``) whose steps keep it positive definite in exact arithmetic (BONG, and BLR
+        in one inner step or at ``learning_rate <= 1``, with LIN-HESS, LIN-EF or MC-EF) is
+        checked on its variances; every other is factorised (:func:`belief_is_valid`).
     innovation_start : tuple, optional
         With ``config.dynamics.innovation_scale``: ``(S, N)``, the sum of the normalised
         squared innovations (per output, shape ``(C,)``) and the total weight of the rows

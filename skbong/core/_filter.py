@@ -1006,7 +1006,8 @@ def _sweep_scan(
             belief = (state, jnp.broadcast_to(hyper.obs_noise, ys.shape[-1:]).astype(ys.dtype))
         elif config.dynamics.innovation_scale:
             belief = (state, jnp.zeros(ys.shape[-1:], ys.dtype))
-        return belief, records, config.family.is_valid(state) if check_valid else None
+        valid = config.family.is_valid(state, _checks_definiteness(config, hyper.learning_rate)) if check_valid else None
+        return belief, records, valid
 
     def one_member(state, hyper, key, latent, is_active, innovation_start):
         if is_active is None:

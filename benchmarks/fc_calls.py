@@ -7,11 +7,13 @@ features (``P = 50 d + 101``): ``d = 20`` (P = 1,101) and ``d = 100`` (P = 5,101
 256 rows, then ``--calls`` calls of each kind; the figure is the median seconds per call,
 and the table gives the median over ``--repeats`` processes per tree. From ``P = 2048`` the
 filter holds the covariance's downdates in a factor of 256 columns and settles them at the
-end of each call (``FullCovariance.settle``); prediction blocks are ``PREDICT_CHUNK`` rows
-(256) at the baseline and from ``DENSE_PREDICT_FROM`` (2048) weights ``DENSE_PREDICT_ROWS``
-(64) here.
+end of each call (``FullCovariance.settle``). Prediction blocks are ``PREDICT_CHUNK`` rows
+(256) at the default baseline (60c34da) and, since, ``DENSE_PREDICT_ROWS`` (64) from
+``DENSE_PREDICT_FROM`` (2048) weights.
 
-    python benchmarks/fc_calls.py [--baseline 60c34da] [--repeats 3] [--calls 7]
+    python benchmarks/fc_calls.py [--baseline 60c34da] [--repeats 3] [--calls 7] [--name fc_calls]
+
+``--name`` names the results file, so that a comparison with another baseline keeps this one.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def main():
     parser.add_argument("--baseline", default="60c34da", help="commit to compare with")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=7)
+    parser.add_argument("--name", default="fc_calls", help="results file name (without extension)")
     args = parser.parse_args()
     rows = []
     with baseline_tree(args.baseline) as base_tree:
@@ -84,7 +87,8 @@ def main():
                 now = np.median([r[kind] for r in runs["this tree"]]) * 1e3
                 rows.append([f"{runs['this tree'][0]['P']:,}", kind, f"{base:.1f}", f"{now:.1f}", f"{now / base:.2f}"])
                 print(rows[-1], flush=True)
-    command = f"python benchmarks/fc_calls.py --baseline {args.baseline} --repeats {args.repeats} --calls {args.calls}"
+    command = (f"python benchmarks/fc_calls.py --baseline {args.baseline} --repeats {args.repeats} "
+               f"--calls {args.calls} --name {args.name}")
     body = f"""Command: `{command}`
 (baseline: commit `{args.baseline}`, checked out beside this tree and measured in the same run).
 
@@ -94,7 +98,7 @@ Milliseconds per call, median over {args.repeats} processes per tree of the medi
 
 {markdown_table(["P", "call", "baseline ms", "this tree ms", "this tree / baseline"], rows)}
 """
-    path = write("fc_calls", "Small calls on a full covariance", body)
+    path = write(args.name, "Small calls on a full covariance", body)
     print(f"wrote {path}")
 
 

@@ -683,10 +683,15 @@ def _scan_stream(
         state = _per_parameter(state, _flat_parameters)
     if carries_gram:
         state = DLRState(state.mean, state.diag_precision, state.low_rank)
-    valid = family.is_valid(state, _checks_definiteness(config, hyper.learning_rate)) if check_valid else None
+    valid = _chunk_is_valid(config, state, hyper) if check_valid else None
     if dynamics.innovation_scale:
         noise = noise[0]
     return ((state, noise) if _carries_noise(dynamics) else state), out, valid
+
+
+def _chunk_is_valid(config: FilterConfig, state, hyper: Hyperparameters) -> jax.Array:
+    """The validity flag a compiled chunk returns for ``state`` (:func:`_checks_definiteness`)."""
+    return config.family.is_valid(state, _checks_definiteness(config, hyper.learning_rate))
 
 
 def _checks_definiteness(config: FilterConfig, learning_rate):
@@ -697,12 +702,14 @@ def _checks_definiteness(config: FilterConfig, learning_rate):
     LIN-EF, MC-EF) keep the precision positive definite in exact arithmetic
     (``natural_steps_keep_definite``): BONG's for any rate; BLR's for any rate in one inner
     step, which starts at the prior (``precision' = precision_prior - lr G``), and for
-    ``lr <= 1`` in more. So do the predict step and inflation in their ranges. Every other step can break it with every variance positive:
-    plain-gradient steps (BOG, BBB; Eqs. 140, 223), moment-coordinate steps (FC_MOM,
-    Eqs. 168, 178) and MC-HESS, whose Hessian can have either sign. The factorisation was
-    most of a one-row ``partial_fit`` of BONG on ``fc`` (``P = 3,385``: 174 ms against 50).
-    Round-off can still leave such a covariance slightly indefinite; the variances show
-    what reaches the diagonal. Returns a bool, or a traced one where it depends on the learning rate."""
+    ``lr <= 1`` in more. So do the predict step and inflation in their ranges. Every other
+    step can break it with every variance positive: plain-gradient steps (BOG, BBB;
+    Eqs. 140, 223), moment-coordinate steps (FC_MOM, Eqs. 168, 178) and MC-HESS, whose
+    Hessian can have either sign. The factorisation was most of a one-row ``partial_fit``
+    of BONG on ``fc`` (``P = 3,385``: 174 ms against 50). Round-off can still leave such a
+    covariance slightly indefinite; the variances show what reaches the diagonal.
+
+    Returns a bool, or a traced one where it depends on the learning rate."""
     rule = config.rule
     keeps = (
         rule.geometry == "natural"
@@ -1006,8 +1013,7 @@ def _sweep_scan(
             belief = (state, jnp.broadcast_to(hyper.obs_noise, ys.shape[-1:]).astype(ys.dtype))
         elif config.dynamics.innovation_scale:
             belief = (state, jnp.zeros(ys.shape[-1:], ys.dtype))
-        valid = config.family.is_valid(state, _checks_definiteness(config, hyper.learning_rate)) if check_valid else None
-        return belief, records, valid
+        return belief, records, _chunk_is_valid(config, state, hyper) if check_valid else None
 
     def one_member(state, hyper, key, latent, is_active, innovation_start):
         if is_active is None:

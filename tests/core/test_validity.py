@@ -108,7 +108,9 @@ def _tanh_mlp():
         ("blr", "mc_ef", 3, 0.7),
     ],
 )
-def test_natural_steps_on_fc_keep_the_covariance_positive_definite(algorithm, hessian, n_inner_steps, learning_rate, x64):
+def test_natural_steps_on_fc_keep_the_covariance_positive_definite(
+    algorithm, hessian, n_inner_steps, learning_rate, x64
+):
     """The steps whose chunks are checked on their variances alone (``_checks_definiteness``)
     keep ``Sigma`` positive definite in exact arithmetic (Eqs. 118, 133 with a negative
     semi-definite ``G``). Checked densely after every row of a wide prior (sigma0 = 3) on a
@@ -142,7 +144,8 @@ def test_steps_that_can_break_definiteness_are_checked_exactly(x64):
     config = make_config(_linear, "gaussian", "fc", algorithm="blr", n_inner_steps=2)
     prior = config.family.init(jnp.zeros(2), 1.0)
     for rate, expected in [(3.0, False), (0.9, True)]:
-        state, valid = run_filter(config, prior, X, Y, Hyperparameters(1.0, 1.0, 0.0, learning_rate=rate), return_valid=True)
+        hyper = Hyperparameters(1.0, 1.0, 0.0, learning_rate=rate)
+        state, valid = run_filter(config, prior, X, Y, hyper, return_valid=True)
         cov = np.asarray(state.cov)
         assert np.all(np.diag(cov) > 0)
         assert bool(np.linalg.eigvalsh(cov)[0] > 0) is expected

@@ -326,6 +326,12 @@ def _split_text(run: dict) -> str:
     return f"the first {learn + scored} rows learned, the last {scored} of them scored"
 
 
+def _warned_text(cell: dict) -> str:
+    """How many seeds' final fits of a cell emitted a ConvergenceWarning ("2/3"), or "" for none."""
+    n_warned = cell.get("n_warned", 0)
+    return f"{n_warned}/{len(cell['accuracies'])}" if n_warned else ""
+
+
 def union() -> None:
     """Give each cell the committed run (protocol) with its lowest validation loss and write
     ``results/digits_grid_union.md``: the count of cells within 90% of the best accuracy
@@ -356,26 +362,28 @@ def union() -> None:
     best = max(best, max(c["accuracy"] for c in main_grid.values() if c["status"] == "ok"))
     threshold = 0.9 * best
     near_main = sum(main_grid[k]["status"] == "ok" and main_grid[k]["accuracy"] >= threshold for k in defined)
-    near = sum(chosen[k] is not None and runs[chosen[k]][k]["accuracy"] >= threshold for k in defined)
+    crossing = [k for k in defined if chosen[k] is not None and runs[chosen[k]][k]["accuracy"] >= threshold]
+    near = len(crossing)
+    near_warned = sum(runs[chosen[k]][k].get("n_warned", 0) > 0 for k in crossing)
     header = ["algorithm", "hessian", "family", "run chosen", "sigma0", "learning rate", "validation log-loss",
-              "accuracy", "log-loss", "reaches 90%", "accuracy in digits_grid.md"]
+              "accuracy", "log-loss", "reaches 90%", "warned", "accuracy in digits_grid.md"]
     rows = []
     for key in main_grid:
         name = chosen[key]
         main_cell = main_grid[key]
         in_main = f"{main_cell['accuracy']:.3f}" if main_cell["status"] == "ok" else main_cell["status"]
         if name is None:
-            rows.append([*key.split("-"), main_cell["status"], "", "", "", "", "", "", in_main])
+            rows.append([*key.split("-"), main_cell["status"], "", "", "", "", "", "", "", in_main])
             continue
         cell = runs[name][key]
         marked = f"{name} (before the check)" if _before_definite_check(name, key) else name
         rows.append([*key.split("-"), marked, f"{cell['sigma0']:g}", f"{cell['learning_rate']:.3g}",
                      f"{cell['validation_loss']:.3f}", f"{cell['accuracy']:.3f}", f"{cell['log_loss']:.3f}",
-                     "yes" if cell["accuracy"] >= threshold else "", in_main])
+                     "yes" if cell["accuracy"] >= threshold else "", _warned_text(cell), in_main])
     supplied = {name: sum(chosen[k] == name for k in defined) for name in runs}
     summary = (f"**{near} of {len(defined)} defined cells reach 90% of the best cell's accuracy ({best:.3f}, "
                f"threshold {threshold:.3f}) with the run chosen per cell on the validation split "
-               f"(digits_grid.md alone: {near_main}).**")
+               f"(digits_grid.md alone: {near_main}); {near_warned} of them warned in some seed's final fit.**")
     print(summary)
     body = (
         "No new fits. Every committed run of `digits_grid.py` (below, with its command and date) scored each of "

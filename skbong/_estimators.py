@@ -2412,11 +2412,15 @@ class _BaseBONG(BaseEstimator):
             # Raising sigma0 keeps the mean's step (learning_rate times the gradient, BONG
             # Eq. 175); a lower rate shrinks both steps alike, and on a fuzzer's rows every
             # rate low enough to keep Sigma positive learned nothing (tests/test_health.py).
+            # On digits the wide prior that works leaves Sigma near the prior's: the plug-in
+            # log-loss is 0.27, the probit one 2.13 (docs/methods.rst, "Measured on digits").
             else "Plain-gradient steps on moment parameters (BOG, BBB) move the covariance by "
             "learning_rate / 2 times the curvature, which turns it negative where that exceeds the "
             f"variance: raise sigma0 ({advice.scales}), which widens the variances and leaves the mean's "
-            f"step as it is; a lower learning_rate (now {self.learning_rate!r}) shrinks the mean's step as "
-            "much as the covariance's. Or use family='fc', 'diag' or 'dlr'."
+            "step as it is (the covariance may then stay near the prior's, so predictive='probit' or 'mc' "
+            "would say little; algorithm='bong' or 'blr' learns both); a lower learning_rate (now "
+            f"{self.learning_rate!r}) shrinks the mean's step as much as the covariance's. Or use family='fc', "
+            "'diag' or 'dlr'."
             if self.family in ("fc_mom", "diag_mom") and self.algorithm in ("bog", "bbb")
             else "Moment-parameter families lose positive definiteness when sigma0^2 "
             f"times the curvature exceeds 1: lower sigma0 ({advice.scales}), scale the inputs, or use "

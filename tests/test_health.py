@@ -1434,8 +1434,11 @@ def test_plain_gradient_steps_on_moment_parameters_are_told_to_widen_the_prior_f
     # (learning_rate g, BONG Eq. 175) as it is, so the fit learns; a lower rate slows it too.
     X, y = _fuzzed_logistic_rows()
     params = dict(family=family, algorithm="bog", hidden_layer_sizes=(), learning_rate=0.1, random_state=0)
-    with pytest.raises(FloatingPointError, match=r"raise sigma0 .*; a lower learning_rate \(now 0.1\) shrinks"):
+    told = r"raise sigma0 .*; a lower learning_rate \(now 0.1\) shrinks"
+    with pytest.raises(FloatingPointError, match=told) as refused:
         BONGClassifier(sigma0=0.3, **params).fit(X, y)
+    # ... and that the covariance may then stay near the prior's, useless to a predictive that reads it.
+    assert "stay near the prior's, so predictive='probit'" in str(refused.value)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         wider = BONGClassifier(sigma0=3.0, **params).fit(X, y)

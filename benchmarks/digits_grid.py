@@ -367,6 +367,11 @@ def _union_choice():
     return runs, other_split, chosen, defined, 0.9 * best, best
 
 
+def _counted(runs, chosen, defined, threshold) -> list:
+    """The defined cells whose chosen run reaches the threshold: those the union counts."""
+    return [key for key in defined if chosen[key] is not None and runs[chosen[key]][key]["accuracy"] >= threshold]
+
+
 def union() -> None:
     """Give each cell the committed run (protocol) with its lowest validation loss and write
     ``results/digits_grid_union.md``: the count of cells within 90% of the best accuracy
@@ -379,7 +384,7 @@ def union() -> None:
         date = next((line[len("- date: "):][:10] for line in lines if line.startswith("- date:")), "?")
         commands[name] = f"`{_run_command(name)}` ({date})"
     near_main = sum(main_grid[k]["status"] == "ok" and main_grid[k]["accuracy"] >= threshold for k in defined)
-    crossing = [k for k in defined if chosen[k] is not None and runs[chosen[k]][k]["accuracy"] >= threshold]
+    crossing = _counted(runs, chosen, defined, threshold)
     near = len(crossing)
     near_warned = sum(runs[chosen[k]][k].get("n_warned", 0) > 0 for k in crossing)
     header = ["algorithm", "hessian", "family", "run chosen", "sigma0", "learning rate", "validation log-loss",
@@ -450,10 +455,8 @@ def union_predictive() -> None:
     header = ["algorithm", "hessian", "family", "run chosen", "plug-in accuracy", "plug-in log-loss",
               "probit log-loss", "ratio", "usable"]
     rows, n_usable, n_counted = [], 0, 0
-    for key in defined:
+    for key in _counted(runs, chosen, defined, threshold):
         name = chosen[key]
-        if name is None or runs[name][key]["accuracy"] < threshold:
-            continue
         cell = runs[name][key]
         args = _parser().parse_args(shlex.split(_run_command(name))[2:])
         algorithm, hessian, family = key.split("-")

@@ -58,6 +58,7 @@ from sklearn.utils import check_random_state
 
 from _report import RESULTS, markdown_table, write
 from skbong import BONGClassifier
+from skbong._health import WIDE_CHECK_ROWS, WIDE_POSTERIOR_EXCESS
 from skbong.core import (
     ALGORITHMS,
     FAMILIES,
@@ -453,8 +454,10 @@ def union_predictive() -> None:
     runs, _, chosen, defined, threshold, _ = _union_choice()
     X_train, X_test, y_train, y_test = _data()
     header = ["algorithm", "hessian", "family", "run chosen", "plug-in accuracy", "plug-in log-loss",
-              "probit log-loss", "ratio", "usable"]
-    rows, n_usable, n_counted = [], 0, 0
+              "probit log-loss", "ratio", "usable", "probit excess, training rows", "told"]
+    rows, n_usable, n_counted, n_told, n_told_usable = [], 0, 0, 0, 0
+    # The rows the estimators' covariance check reads (WIDE_CHECK_ROWS of the call, evenly spaced).
+    train_rows = np.unique(np.linspace(0, len(y_train) - 1, WIDE_CHECK_ROWS).astype(int))
     for key in _counted(runs, chosen, defined, threshold):
         name = chosen[key]
         cell = runs[name][key]
@@ -462,20 +465,29 @@ def union_predictive() -> None:
         algorithm, hessian, family = key.split("-")
         params = _params(algorithm, hessian, family, args.hidden, cell["sigma0"], cell["learning_rate"],
                          _protocol(args), 0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
             est = BONGClassifier(**params).fit(X_train, y_train)
+        told = any("far wider than its data allow" in str(w.message) for w in caught)
         accuracy = est.score(X_test, y_test)
         plugin = log_loss(y_test, est.predict_proba(X_test), labels=est.classes_)
-        probit = log_loss(y_test, est.set_params(predictive="probit").predict_proba(X_test), labels=est.classes_)
+        train_plugin = log_loss(y_train[train_rows], est.predict_proba(X_train[train_rows]), labels=est.classes_)
+        est.set_params(predictive="probit")
+        probit = log_loss(y_test, est.predict_proba(X_test), labels=est.classes_)
+        train_probit = log_loss(y_train[train_rows], est.predict_proba(X_train[train_rows]), labels=est.classes_)
+        train_excess = train_probit - train_plugin
         usable = probit <= USABLE_RATIO * plugin
         n_counted += 1
         n_usable += usable
+        n_told += told
+        n_told_usable += told and usable
         rows.append([algorithm, hessian, family, name, f"{accuracy:.3f}", f"{plugin:.3f}", f"{probit:.3f}",
-                     f"{probit / plugin:.2f}", "yes" if usable else ""])
+                     f"{probit / plugin:.2f}", "yes" if usable else "", f"{train_excess:.3f}", "yes" if told else ""])
         print(" | ".join(rows[-1]), flush=True)
     summary = (f"**{n_usable} of the {n_counted} cells the union counts (threshold {threshold:.3f}) have a "
-               f"probit test log-loss at most {USABLE_RATIO} times their plug-in one.**")
+               f"probit test log-loss at most {USABLE_RATIO} times their plug-in one.** The fit's check of a "
+               f"plain-gradient covariance told {n_told} of the {n_counted - n_usable} others, and {n_told_usable} "
+               "usable ones, that the covariance is far wider than the data allow.")
     print(summary)
     body = (
         "No search. Each cell that `digits_grid_union.md` counts is refitted from seed 0 (`random_state=0`) "
@@ -485,7 +497,12 @@ def union_predictive() -> None:
         "A posterior whose covariance says what the data say predicts about as well with it as without it; a "
         "covariance left at a wide prior, or grown in some directions, makes the probit predictive "
         "near-uniform (log-loss 2.303 for ten classes) while the mean's accuracy stays. One seed, so a cell's "
-        "numbers differ from the union's three-seed means.\n\n" + summary + "\n\n" + markdown_table(header, rows))
+        "numbers differ from the union's three-seed means.\n\n"
+        "The last two columns are the estimators' check of a plain-gradient (BOG, BBB) fit's covariance "
+        "(`skbong._health.WIDE_POSTERIOR_EXCESS`): the probit log-loss less the plug-in one on "
+        f"{WIDE_CHECK_ROWS} training rows, evenly spaced, and whether the fit was told (a `ConvergenceWarning` "
+        f"where the fit is plain-gradient and that excess is above {WIDE_POSTERIOR_EXCESS} nats on the fit's own "
+        "rows, from 200 rows seen).\n\n" + summary + "\n\n" + markdown_table(header, rows))
     print(write(UNION_PREDICTIVE_NAME, "The BONG space on digits: which counted cells' covariances are usable", body))
 
 

@@ -66,6 +66,8 @@ from ._health import (
     PRIOR_OUTPUT_STD_CORRELATED,
     prior_output_std_for_classes,
     FORGETTING_ROWS,
+    WIDE_CHECK_ROWS,
+    WIDE_POSTERIOR_EXCESS,
     FEW_STEPS_EXCESS,
     FORGOTTEN_EXCESS,
     MIN_OBSERVATIONS,
@@ -73,6 +75,7 @@ from ._health import (
     gross_errors,
     in_sample_excess,
     median_error_ratio,
+    predictive_excess,
     new_health,
     prior_conflict,
     prior_pull,
@@ -2271,6 +2274,18 @@ class _BaseBONG(BaseEstimator):
             and n_seen - self.__dict__.get("_flagged_at", -np.inf) > HORIZON
         ):
             condition = "squared_errors"
+        elif (
+            # The covariance of a plain-gradient fit (WIDE_POSTERIOR_EXCESS): the mean learned,
+            # but the predictives that read the covariance may say what a wide prior says.
+            config.rule.geometry == "plain"
+            and self._SPREAD_PREDICTIVE is not None
+            and static
+            and self.inflation is None
+            and n_seen >= HORIZON
+            and X.shape[0] >= MIN_OBSERVATIONS  # a stream of one-row calls pays nothing for it
+            and (wide := self._wide_posterior(config, X, Y, sample_weight)) is not None
+        ):
+            condition = "wide_posterior"
         else:
             condition = None
         previous = None if reset else self.__dict__.get("_health_warning")
@@ -2306,6 +2321,8 @@ class _BaseBONG(BaseEstimator):
             self._warn_squared_errors(advice, health)
         elif condition == "forgotten":
             self._warn_forgotten(advice, forgotten)
+        elif condition == "wide_posterior":
+            self._warn_wide_posterior(wide, prior_scale)
         elif condition == "few_steps":
             narrow = self._narrow_prior(config, prior_mean, prior_scale, X, grid, reset)
             self._warn_few_steps(advice, forgotten, n_passes * -(-X.shape[0] // self.batch_size), narrow)
@@ -2767,6 +2784,40 @@ class _BaseBONG(BaseEstimator):
                 or " If the data do change over time and the latest rows are what matters, set process_noise, "
                 "under which this check is not made."
             ),
+            ConvergenceWarning,
+        )
+
+    def _wide_posterior(self, config, X, Y, sample_weight):
+        """``(excess, plugin, spread, n_rows)`` of :func:`~skbong._health.predictive_excess` on up
+        to ``WIDE_CHECK_ROWS`` of the call's rows (evenly spaced, of positive weight), the
+        fitted posterior's ``_SPREAD_PREDICTIVE`` against its plug-in prediction, where the
+        excess is above ``WIDE_POSTERIOR_EXCESS``; else None."""
+        rows, w = _scored_rows(X.shape[0], sample_weight)
+        keep = np.unique(np.linspace(0, rows.size - 1, min(rows.size, WIDE_CHECK_ROWS)).astype(int))
+        rows, w = rows[keep], w[keep]
+        spread = make_predictive(self._SPREAD_PREDICTIVE, self._likelihood)
+        with _x64_scope(self.dtype):
+            outs = [
+                predict_distribution(config, predictive, self._posterior(), X[rows], self._obs_noise())
+                for predictive in (PluginPredictive(), spread)
+            ]
+        excess, plugin, spread_loss = predictive_excess(Y[rows], w, *(out.log_proba for out in outs))
+        return (excess, plugin, spread_loss, rows.size) if excess > WIDE_POSTERIOR_EXCESS else None
+
+    def _warn_wide_posterior(self, wide, prior_scale: float) -> None:
+        """Warn that a plain-gradient posterior's covariance is far wider than its data allow
+        (:meth:`_wide_posterior`)."""
+        excess, plugin, spread, n_rows = wide
+        _warn(
+            f"{type(self).__name__}: its posterior covariance is far wider than its data allow: on {n_rows} of "
+            f"the rows it was fitted on, predictive={self._SPREAD_PREDICTIVE!r}, which reads the covariance, "
+            f"loses {excess:.2f} nats a row against the plug-in prediction at the mean ({spread:.3f} against "
+            f"{plugin:.3f}). The mean learned, and predict and predictive='plugin' (the default) read it alone; "
+            f"predictive='probit', 'mc' or 'linearized_mc' and sample_params say about what a prior that saw "
+            f"no data would. algorithm={self.algorithm!r} steps the covariance at the mean's learning rate "
+            f"(BONG Eqs. 176, 308-309, 318-319), which leaves it near a wide prior (sigma0={prior_scale:.3g}) or "
+            "grows it. algorithm='bong' or 'blr' learns the covariance too; a smaller sigma0 keeps it near a "
+            "narrower prior.",
             ConvergenceWarning,
         )
 
@@ -4101,6 +4152,9 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
     _likelihood = "categorical"
+    # The predictive that reads the covariance in the check of a plain-gradient fit's
+    # covariance (_wide_posterior): the closed form, no draws.
+    _SPREAD_PREDICTIVE = "probit"
     _baseline_name = "the class frequencies seen so far"
 
     def __init__(
@@ -4554,6 +4608,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         "obs_noise_rate": [Interval(Real, 0, 1, closed="both")],
     }
     _likelihood = "gaussian"
+    # No check of a plain-gradient fit's covariance (_wide_posterior): its threshold was
+    # measured on classifiers only.
+    _SPREAD_PREDICTIVE = None
     _baseline_name = "the running mean and variance of y"
 
     def __init__(

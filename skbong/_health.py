@@ -180,12 +180,15 @@ __all__ = [
     "FORGOTTEN_EXCESS",
     "FEW_STEPS_EXCESS",
     "FORGETTING_ROWS",
+    "WIDE_POSTERIOR_EXCESS",
+    "WIDE_CHECK_ROWS",
     "LIGHT_WEIGHTS",
     "new_health",
     "update_health",
     "prior_conflict",
     "prior_pull",
     "in_sample_excess",
+    "predictive_excess",
     "median_error_ratio",
     "far_rows",
 ]
@@ -328,6 +331,20 @@ FEW_STEPS_EXCESS = 0.0
 LATE_DIVERGED_EXCESS = 5.0
 #: Rows of a call, evenly spaced in its order, on which ``in_sample_excess`` is measured.
 FORGETTING_ROWS = 1000
+#: Nats per row by which a plain-gradient classifier's probit predictive, which reads the
+#: covariance (LO-FI Eqs. 63-64), may predict the rows it was fitted on worse than the plug-in
+#: prediction at its mean (``predictive_excess``) before the fit is told that its covariance is
+#: far wider than its data allow. BOG and BBB step the covariance at the mean's rate (BONG
+#: Eqs. 176, 308-309, 318-319), so on a wide prior it can stay near the prior, or grow, while
+#: the mean learns. Measured on digits at every counted cell's chosen protocol and prior
+#: (``benchmarks/results/digits_grid_union_predictive.md``, 256 training rows): the 38
+#: natural-gradient cells, whose covariance step is the Bayesian update, lose 0.00-0.11; the
+#: plain-gradient cells whose probit test log-loss is 2.2-8 times the plug-in's lose
+#: 0.53-1.95, those at 1.43-1.61 times 0.12-0.25, and the rest -0.02-0.06.
+WIDE_POSTERIOR_EXCESS = 0.3
+#: Rows of a call, evenly spaced in its order, on which ``predictive_excess`` is measured:
+#: each costs a Jacobian of the network.
+WIDE_CHECK_ROWS = 256
 #: Mean row weight below which a fit says that its rows weigh as much as few observations
 #: (weights normalised to sum to 1 over 442 diabetes rows: test R^2 0.14 against 0.53, silently).
 LIGHT_WEIGHTS = 0.01
@@ -978,6 +995,19 @@ def prior_pull(mean: np.ndarray, mean0: np.ndarray, sigma0: float, variance: np.
     diff = np.asarray(mean, np.float64) - np.asarray(mean0, np.float64)
     share = np.minimum(np.asarray(variance, np.float64) / float(sigma0) ** 2, 1.0)
     return float(np.mean(share * diff**2) / float(sigma0) ** 2)
+
+
+def predictive_excess(Y: np.ndarray, w: np.ndarray, plugin_log_proba, spread_log_proba) -> tuple[float, float, float]:
+    """How much worse a classifier's predictive that reads the covariance predicts rows than
+    the plug-in prediction at the mean: ``(excess, plugin, spread)``, the weighted mean
+    log-losses (nats per row) of the one-hot targets ``Y`` under the two predictives' log
+    class probabilities ``(B, C)`` and their difference."""
+    w = np.asarray(w, np.float64)
+    losses = [
+        -float(w @ np.sum(np.where(Y > 0, Y * np.asarray(log_proba, np.float64), 0.0), axis=1)) / w.sum()
+        for log_proba in (plugin_log_proba, spread_log_proba)
+    ]
+    return losses[1] - losses[0], losses[0], losses[1]
 
 
 def in_sample_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, model_means: np.ndarray, noise_floor=None):

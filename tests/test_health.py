@@ -11,6 +11,7 @@ import pytest
 from flax import nnx
 from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import log_loss
 from sklearn.model_selection import StratifiedKFold, train_test_split
 from sklearn.preprocessing import StandardScaler
 
@@ -25,9 +26,11 @@ from skbong._health import (
     PRIOR_CONFLICT,
     PRIOR_OUTPUT_STD,
     PRIOR_OUTPUT_STD_CORRELATED,
+    WIDE_POSTERIOR_EXCESS,
     in_sample_excess,
     new_health,
     prior_output_std_for_classes,
+    predictive_excess,
     prior_conflict,
     update_health,
 )
@@ -1453,6 +1456,68 @@ def test_plain_gradient_steps_on_moment_parameters_are_told_to_widen_the_prior_f
     if slower is not None:
         assert any(issubclass(w.category, ConvergenceWarning) for w in caught)
         assert slower.score(X, y) < wider.score(X, y) - 0.3
+
+
+def test_predictive_excess_is_the_difference_of_weighted_log_losses():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 4, 50)
+    Y = np.eye(4)[labels]
+    w = rng.uniform(0.5, 2.0, 50)
+    log_probas = [np.log(rng.dirichlet(np.ones(4), 50)) for _ in range(2)]
+    excess, plugin, spread = predictive_excess(Y, w, *log_probas)
+    losses = [log_loss(labels, np.exp(lp), sample_weight=w, labels=range(4)) for lp in log_probas]
+    np.testing.assert_allclose([plugin, spread, excess], [losses[0], losses[1], losses[1] - losses[0]], rtol=1e-6)
+
+
+def _digits_split():
+    X, y = load_digits(return_X_y=True)
+    return train_test_split(X / 16.0, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def _training_rows_probit_excess(clf, X, y) -> float:
+    """The probit predictive's log-loss on ``X`` less the plug-in's, through predict_proba."""
+    plugin = log_loss(y, clf.set_params(predictive="plugin").predict_proba(X), labels=clf.classes_)
+    probit = log_loss(y, clf.set_params(predictive="probit").predict_proba(X), labels=clf.classes_)
+    clf.set_params(predictive="plugin")
+    return probit - plugin
+
+
+# The protocol of benchmarks/digits_grid.py (three passes in the stream's order, five tanh units).
+_DIGITS_PROTOCOL = dict(hidden_layer_sizes=(5,), activation="tanh", shuffle=False, max_iter=3, random_state=0)
+
+
+def test_a_plain_gradient_covariance_left_at_a_wide_prior_is_told():
+    # BOG steps the covariance at the mean's rate (BONG Eq. 176): at sigma0 = 5.3 the mean
+    # learns digits while the covariance stays near the prior, and the probit predictive,
+    # which reads it, was near-uniform (test log-loss 1.82 against the plug-in's 0.26),
+    # silently (digits_grid_union_predictive.md).
+    X_train, X_test, y_train, y_test = _digits_split()
+    params = dict(algorithm="bog", hessian="lin_hess", family="diag_mom", sigma0=5.33, learning_rate=0.0533)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = BONGClassifier(**params, **_DIGITS_PROTOCOL).fit(X_train, y_train)
+    told = [str(w.message) for w in caught if "far wider than its data allow" in str(w.message)]
+    assert len(told) == 1, [str(w.message) for w in caught]
+    assert "algorithm='bog' steps the covariance at the mean's learning rate" in told[0]
+    assert "(sigma0=5.33)" in told[0]
+    # What it says holds: the mean learned, and the covariance makes the probit predictive
+    # far worse on the rows the fit saw.
+    assert clf.score(X_test, y_test) > 0.85
+    assert _training_rows_probit_excess(clf, X_train, y_train) > WIDE_POSTERIOR_EXCESS
+
+
+def test_a_plain_gradient_covariance_that_learned_is_not_told():
+    # BBB-LIN-EF-DLR at its chosen prior (0.56): probit test log-loss 1.43 times the plug-in's,
+    # 0.12 nats worse on the training rows (digits_grid_union_predictive.md).
+    X_train, _, y_train, _ = _digits_split()
+    params = dict(
+        algorithm="bbb", hessian="lin_ef", family="dlr", sigma0=0.562, learning_rate=0.0533, n_inner_steps=2
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf = BONGClassifier(**params, **_DIGITS_PROTOCOL).fit(X_train, y_train)
+    assert not [w for w in caught if "far wider than its data allow" in str(w.message)]
+    assert _training_rows_probit_excess(clf, X_train, y_train) < WIDE_POSTERIOR_EXCESS
 
 
 def test_a_lower_rate_does_not_rescue_bog_on_a_full_moment_covariance():

@@ -2278,7 +2278,6 @@ class _BaseBONG(BaseEstimator):
             # The covariance of a plain-gradient fit (WIDE_POSTERIOR_EXCESS): the mean learned,
             # but the predictives that read the covariance may say what a wide prior says.
             config.rule.geometry == "plain"
-            and self._SPREAD_PREDICTIVE is not None
             and static
             and self.inflation is None
             and n_seen >= HORIZON
@@ -2795,14 +2794,20 @@ class _BaseBONG(BaseEstimator):
         rows, w = _scored_rows(X.shape[0], sample_weight)
         keep = np.unique(np.linspace(0, rows.size - 1, min(rows.size, WIDE_CHECK_ROWS)).astype(int))
         rows, w = rows[keep], w[keep]
-        spread = make_predictive(self._SPREAD_PREDICTIVE, self._likelihood)
+        # A regressor's linearised variance alone (predictive_excess adds the errors'): the least
+        # positive noise, which the filter's checks accept, in the shape its predictions take.
+        no_noise = np.full(1 if self._likelihood == "categorical" else Y.shape[1], np.finfo(self.dtype).tiny)
         with _x64_scope(self.dtype):
-            outs = [
-                predict_distribution(config, predictive, self._posterior(), X[rows], self._obs_noise())
-                for predictive in (PluginPredictive(), spread)
-            ]
-        excess, plugin, spread_loss = predictive_excess(Y[rows], w, *(out.log_proba for out in outs))
-        return (excess, plugin, spread_loss, rows.size) if excess > WIDE_POSTERIOR_EXCESS else None
+            plugin, spread = (
+                predict_distribution(config, predictive, self._posterior(), X[rows], no_noise)
+                for predictive in (PluginPredictive(), make_predictive(self._SPREAD_PREDICTIVE, self._likelihood))
+            )
+        if self._likelihood == "categorical":
+            pair = plugin.log_proba, spread.log_proba
+        else:
+            pair = plugin.mean, spread.var
+        excess, plugin_loss, spread_loss = predictive_excess(self._likelihood, Y[rows], w, *pair)
+        return (excess, plugin_loss, spread_loss, rows.size) if excess > WIDE_POSTERIOR_EXCESS else None
 
     def _warn_wide_posterior(self, wide, prior_scale: float) -> None:
         """Warn that a plain-gradient posterior's covariance is far wider than its data allow
@@ -2810,14 +2815,12 @@ class _BaseBONG(BaseEstimator):
         excess, plugin, spread, n_rows = wide
         _warn(
             f"{type(self).__name__}: its posterior covariance is far wider than its data allow: on {n_rows} of "
-            f"the rows it was fitted on, predictive={self._SPREAD_PREDICTIVE!r}, which reads the covariance, "
-            f"loses {excess:.2f} nats a row against the plug-in prediction at the mean ({spread:.3f} against "
-            f"{plugin:.3f}). The mean learned, and predict and predictive='plugin' (the default) read it alone; "
-            f"predictive='probit', 'mc' or 'linearized_mc' and sample_params say about what a prior that saw "
-            f"no data would. algorithm={self.algorithm!r} steps the covariance at the mean's learning rate "
-            f"(BONG Eqs. 176, 308-309, 318-319), which leaves it near a wide prior (sigma0={prior_scale:.3g}) or "
-            "grows it. algorithm='bong' or 'blr' learns the covariance too; a smaller sigma0 keeps it near a "
-            "narrower prior.",
+            f"the rows it was fitted on, {self._SPREAD_TEXT} loses {excess:.2f} nats a row against the plug-in "
+            f"prediction at the mean ({spread:.3f} against {plugin:.3f}). The mean learned, and predict reads "
+            f"it alone; {self._COVARIANCE_READERS} say about what a prior that saw no data would. "
+            f"algorithm={self.algorithm!r} steps the covariance at the mean's learning rate (BONG Eqs. 176, "
+            f"308-309, 318-319), which leaves it near a wide prior (sigma0={prior_scale:.3g}) or grows it. "
+            "algorithm='bong' or 'blr' learns the covariance too; a smaller sigma0 keeps it near a narrower prior.",
             ConvergenceWarning,
         )
 
@@ -4155,6 +4158,8 @@ class BONGClassifier(ClassifierMixin, _BaseBONG):
     # The predictive that reads the covariance in the check of a plain-gradient fit's
     # covariance (_wide_posterior): the closed form, no draws.
     _SPREAD_PREDICTIVE = "probit"
+    _SPREAD_TEXT = "predictive='probit', which reads the covariance,"
+    _COVARIANCE_READERS = "predictive='probit', 'mc' or 'linearized_mc' and sample_params"
     _baseline_name = "the class frequencies seen so far"
 
     def __init__(
@@ -4608,9 +4613,11 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         "obs_noise_rate": [Interval(Real, 0, 1, closed="both")],
     }
     _likelihood = "gaussian"
-    # No check of a plain-gradient fit's covariance (_wide_posterior): its threshold was
-    # measured on classifiers only.
-    _SPREAD_PREDICTIVE = None
+    # The predictive that reads the covariance in the check of a plain-gradient fit's
+    # covariance (_wide_posterior).
+    _SPREAD_PREDICTIVE = "linearized"
+    _SPREAD_TEXT = "the linearised variance of the outputs (return_std's, less the noise), added to the errors',"
+    _COVARIANCE_READERS = "predict(X, return_std=True) and sample_params"
     _baseline_name = "the running mean and variance of y"
 
     def __init__(

@@ -331,16 +331,22 @@ FEW_STEPS_EXCESS = 0.0
 LATE_DIVERGED_EXCESS = 5.0
 #: Rows of a call, evenly spaced in its order, on which ``in_sample_excess`` is measured.
 FORGETTING_ROWS = 1000
-#: Nats per row by which a plain-gradient classifier's probit predictive, which reads the
-#: covariance (LO-FI Eqs. 63-64), may predict the rows it was fitted on worse than the plug-in
-#: prediction at its mean (``predictive_excess``) before the fit is told that its covariance is
-#: far wider than its data allow. BOG and BBB step the covariance at the mean's rate (BONG
-#: Eqs. 176, 308-309, 318-319), so on a wide prior it can stay near the prior, or grow, while
-#: the mean learns. Measured on digits at every counted cell's chosen protocol and prior
+#: Nats per row by which a plain-gradient fit's predictive that reads the covariance (the
+#: probit one of a classifier, LO-FI Eqs. 63-64; a regressor's linearised variance added to its
+#: errors') may predict the rows it was fitted on worse than the plug-in prediction at its mean
+#: (``predictive_excess``) before the fit is told that its covariance is far wider than its
+#: data allow. BOG and BBB step the covariance at the mean's rate (BONG Eqs. 176, 308-309,
+#: 318-319), so on a wide prior it can stay near the prior, or grow, while the mean learns.
+#: Measured on digits at every counted cell's chosen protocol and prior
 #: (``benchmarks/results/digits_grid_union_predictive.md``, 256 training rows): the 38
 #: natural-gradient cells, whose covariance step is the Bayesian update, lose 0.00-0.11; the
 #: plain-gradient cells whose probit test log-loss is 2.2-8 times the plug-in's lose
-#: 0.53-1.95, those at 1.43-1.61 times 0.12-0.25, and the rest -0.02-0.06.
+#: 0.53-1.95, those at 1.43-1.61 times 0.12-0.25, and the rest -0.02-0.06. Regressors
+#: (``benchmarks/results/wide_posterior.md``: three passes over friedman1, diabetes and a
+#: linear set of 10 features, all rows): 63 BONG and BLR fits on dlr, diag and fc at sigma0
+#: 0.1-3 lose -0.01-0.03; 76 BOG and BBB fits at learning rates 1e-3 and 1e-4 lose 0.07-0.47,
+#: with linearised variances 0.9-5 times the squared errors, and 14 of them, all on the
+#: linear set, more than 0.3 (0.35-0.47; the largest below, 0.27).
 WIDE_POSTERIOR_EXCESS = 0.3
 #: Rows of a call, evenly spaced in its order, on which ``predictive_excess`` is measured:
 #: each costs a Jacobian of the network.
@@ -997,16 +1003,28 @@ def prior_pull(mean: np.ndarray, mean0: np.ndarray, sigma0: float, variance: np.
     return float(np.mean(share * diff**2) / float(sigma0) ** 2)
 
 
-def predictive_excess(Y: np.ndarray, w: np.ndarray, plugin_log_proba, spread_log_proba) -> tuple[float, float, float]:
-    """How much worse a classifier's predictive that reads the covariance predicts rows than
-    the plug-in prediction at the mean: ``(excess, plugin, spread)``, the weighted mean
-    log-losses (nats per row) of the one-hot targets ``Y`` under the two predictives' log
-    class probabilities ``(B, C)`` and their difference."""
+def predictive_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, plugin, spread) -> tuple[float, float, float]:
+    """How much worse a predictive that reads the covariance predicts rows than the plug-in
+    prediction at the mean: ``(excess, plugin_loss, spread_loss)``, weighted mean log-losses
+    (nats per row) of the targets ``Y`` and their difference.
+
+    Categorical: ``plugin`` and ``spread`` are the two predictives' log class probabilities
+    ``(B, C)`` and ``Y`` one-hot. Gaussian: ``plugin`` the predicted means and ``spread`` the
+    linearised variance of the outputs ``diag(J Sigma J^T)`` (LO-FI Eq. 60 without ``R``),
+    both ``(B, C)``; the plug-in predictive is the Gaussian at those means with the rows'
+    weighted mean squared error per output as its variance, the other adds ``spread`` to it,
+    so that neither depends on a fitted noise."""
     w = np.asarray(w, np.float64)
-    losses = [
-        -float(w @ np.sum(np.where(Y > 0, Y * np.asarray(log_proba, np.float64), 0.0), axis=1)) / w.sum()
-        for log_proba in (plugin_log_proba, spread_log_proba)
-    ]
+    if likelihood == "categorical":
+        log_probs = [np.sum(np.where(Y > 0, Y * np.asarray(lp, np.float64), 0.0), axis=1) for lp in (plugin, spread)]
+    else:
+        squared = (np.asarray(Y, np.float64) - np.asarray(plugin, np.float64)) ** 2
+        mse = np.maximum(w @ squared / w.sum(), np.finfo(np.float64).tiny)
+        log_probs = [
+            -0.5 * np.sum(np.log(2 * np.pi * var) + squared / var, axis=1)
+            for var in (mse, mse + np.asarray(spread, np.float64))
+        ]
+    losses = [-float(w @ log_p) / w.sum() for log_p in log_probs]
     return losses[1] - losses[0], losses[0], losses[1]
 
 

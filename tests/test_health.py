@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine
+from scipy.stats import norm
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine, make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss
 from sklearn.model_selection import StratifiedKFold, train_test_split
@@ -1464,8 +1465,16 @@ def test_predictive_excess_is_the_difference_of_weighted_log_losses():
     Y = np.eye(4)[labels]
     w = rng.uniform(0.5, 2.0, 50)
     log_probas = [np.log(rng.dirichlet(np.ones(4), 50)) for _ in range(2)]
-    excess, plugin, spread = predictive_excess(Y, w, *log_probas)
+    excess, plugin, spread = predictive_excess("categorical", Y, w, *log_probas)
     losses = [log_loss(labels, np.exp(lp), sample_weight=w, labels=range(4)) for lp in log_probas]
+    np.testing.assert_allclose([plugin, spread, excess], [losses[0], losses[1], losses[1] - losses[0]], rtol=1e-6)
+    # Gaussian: the plug-in's variance is the rows' weighted mean squared error per output.
+    Y, means, variance = rng.normal(size=(50, 2)), rng.normal(size=(50, 2)), rng.uniform(0.1, 3.0, (50, 2))
+    mse = np.average((Y - means) ** 2, axis=0, weights=w)
+    losses = [
+        -np.average(norm.logpdf(Y, means, np.sqrt(var)).sum(axis=1), weights=w) for var in (mse, mse + variance)
+    ]
+    excess, plugin, spread = predictive_excess("gaussian", Y, w, means, variance)
     np.testing.assert_allclose([plugin, spread, excess], [losses[0], losses[1], losses[1] - losses[0]], rtol=1e-6)
 
 
@@ -1518,6 +1527,34 @@ def test_a_plain_gradient_covariance_that_learned_is_not_told():
         clf = BONGClassifier(**params, **_DIGITS_PROTOCOL).fit(X_train, y_train)
     assert not [w for w in caught if "far wider than its data allow" in str(w.message)]
     assert _training_rows_probit_excess(clf, X_train, y_train) < WIDE_POSTERIOR_EXCESS
+
+
+def test_a_plain_gradient_regressor_whose_intervals_the_covariance_widens_is_told():
+    # BOG on dlr at learning rate 1e-3 fits a linear target (R^2 0.99 on its rows) while its
+    # linearised variance there is several times its squared errors: return_std is mostly
+    # the covariance's (benchmarks/results/wide_posterior.md: BONG's is 0.2-0.5 times them).
+    X, y = make_regression(600, 10, noise=5.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    params = dict(algorithm="bog", family="dlr", sigma0=0.3, learning_rate=1e-3, max_iter=3, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg = BONGRegressor(**params).fit(X, y)
+    told = [str(w.message) for w in caught if "far wider than its data allow" in str(w.message)]
+    assert len(told) == 1, [str(w.message) for w in caught]
+    assert "predict(X, return_std=True) and sample_params say" in told[0]
+    # What it says holds, through the public API: a good mean, and a predictive that adds the
+    # linearised variance to the squared errors loses over the threshold on the fit's rows.
+    assert reg.score(X, y) > 0.9
+    mean, std = reg.predict(X, return_std=True)
+    linearised = std**2 - np.ravel(reg.obs_noise_)[0]
+    mse = np.mean((y - mean) ** 2)
+    excess = np.mean(norm.logpdf(y, mean, np.sqrt(mse)) - norm.logpdf(y, mean, np.sqrt(mse + linearised)))
+    assert excess > WIDE_POSTERIOR_EXCESS
+    # BONG on the same rows: not told.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BONGRegressor(family="dlr", sigma0=0.3, max_iter=3, random_state=0).fit(X, y)
+    assert not [w for w in caught if "far wider than its data allow" in str(w.message)]
 
 
 def test_a_lower_rate_does_not_rescue_bog_on_a_full_moment_covariance():

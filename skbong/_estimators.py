@@ -2797,15 +2797,16 @@ class _BaseBONG(BaseEstimator):
         # A regressor's linearised variance alone (predictive_excess adds the errors'): the least
         # positive noise, which the filter's checks accept, in the shape its predictions take.
         no_noise = np.full(1 if self._likelihood == "categorical" else Y.shape[1], np.finfo(self.dtype).tiny)
+        posterior = self._posterior()
         with _x64_scope(self.dtype):
-            plugin, spread = (
-                predict_distribution(config, predictive, self._posterior(), X[rows], no_noise)
-                for predictive in (PluginPredictive(), make_predictive(self._SPREAD_PREDICTIVE, self._likelihood))
+            spread = predict_distribution(
+                config, make_predictive(self._SPREAD_PREDICTIVE, self._likelihood), posterior, X[rows], no_noise
             )
-        if self._likelihood == "categorical":
-            pair = plugin.log_proba, spread.log_proba
-        else:
-            pair = plugin.mean, spread.var
+            if self._likelihood == "categorical":
+                plugin = predict_distribution(config, PluginPredictive(), posterior, X[rows], no_noise)
+                pair = plugin.log_proba, spread.log_proba
+            else:  # the linearised predictive's mean is the plug-in's, f(x, mu): no second program
+                pair = spread.mean, spread.var
         excess, plugin_loss, spread_loss = predictive_excess(self._likelihood, Y[rows], w, *pair)
         return (excess, plugin_loss, spread_loss, rows.size) if excess > WIDE_POSTERIOR_EXCESS else None
 

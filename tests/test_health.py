@@ -1498,7 +1498,7 @@ _DIGITS_PROTOCOL = dict(hidden_layer_sizes=(5,), activation="tanh", shuffle=Fals
 def test_a_plain_gradient_covariance_left_at_a_wide_prior_is_told():
     # BOG steps the covariance at the mean's rate (BONG Eq. 176): at sigma0 = 5.3 the mean
     # learns digits while the covariance stays near the prior, and the probit predictive,
-    # which reads it, was near-uniform (test log-loss 1.82 against the plug-in's 0.26),
+    # which reads it, was near-uniform (test log-loss 1.83 against the plug-in's 0.26),
     # silently (digits_grid_union_predictive.md).
     X_train, X_test, y_train, y_test = _digits_split()
     params = dict(algorithm="bog", hessian="lin_hess", family="diag_mom", sigma0=5.33, learning_rate=0.0533)

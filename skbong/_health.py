@@ -189,6 +189,7 @@ __all__ = [
     "prior_pull",
     "in_sample_excess",
     "predictive_excess",
+    "narrow_variance_excess",
     "median_error_ratio",
     "far_rows",
 ]
@@ -1026,6 +1027,24 @@ def predictive_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, plugin, spr
         ]
     losses = [-float(w @ log_p) / w.sum() for log_p in log_probs]
     return losses[1] - losses[0], losses[0], losses[1]
+
+
+def narrow_variance_excess(Y: np.ndarray, w: np.ndarray, means, variances) -> tuple[float, float]:
+    """How much a Gaussian predictive too narrow for its own errors loses on rows ``Y``:
+    ``(excess, ratio)``, the weighted mean log-loss (nats per row) of the predictive
+    ``N(means, variances)`` less that of the same means at the rows' mean squared error per
+    output (the best constant variance for them), and that error over the mean predicted
+    variance, averaged over the outputs. ``excess`` is 0 where the predicted variance is not
+    below the error (``ratio <= 1``): a predictive too wide is another fault."""
+    w = np.asarray(w, np.float64)
+    squared = (np.asarray(Y, np.float64) - np.asarray(means, np.float64)) ** 2
+    variances = np.maximum(np.asarray(variances, np.float64), np.finfo(np.float64).tiny)
+    mse = np.maximum(w @ squared / w.sum(), np.finfo(np.float64).tiny)
+    ratio = float(np.mean(mse / (w @ variances / w.sum())))
+    if not ratio > 1:
+        return 0.0, ratio
+    own = w @ np.sum(np.log(variances) + squared / variances, axis=1) / w.sum()
+    return float(0.5 * (own - np.sum(np.log(mse) + 1.0)) / Y.shape[1]), ratio
 
 
 def in_sample_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, model_means: np.ndarray, noise_floor=None):

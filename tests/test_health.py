@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 from scipy.stats import norm
-from sklearn.datasets import load_breast_cancer, load_digits, load_wine, make_regression
+from sklearn.datasets import load_breast_cancer, load_digits, load_wine, make_friedman1, make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss
 from sklearn.model_selection import StratifiedKFold, train_test_split
@@ -29,6 +29,7 @@ from skbong._health import (
     PRIOR_OUTPUT_STD_CORRELATED,
     WIDE_POSTERIOR_EXCESS,
     in_sample_excess,
+    narrow_variance_excess,
     new_health,
     prior_output_std_for_classes,
     predictive_excess,
@@ -1157,6 +1158,49 @@ def test_a_time_ordered_stream_that_lost_nothing_is_not_told_it_forgot():
                 reg.partial_fit(X[start : start + 100], y[start : start + 100])
         assert not _messages(caught, "lost the others")
         assert reg.score(X, y) > 0.7
+
+
+def test_narrow_variance_excess_against_the_gaussian_closed_form():
+    # At one variance v for every row the loss against the errors' own variance m is
+    # 0.5 (m / v - 1 - log(m / v)) nats a row (the Gaussian's KL divergence); too wide is not counted.
+    rng = np.random.default_rng(0)
+    Y, means = rng.normal(size=(400, 2)), rng.normal(size=(400, 2))
+    w = rng.uniform(0.5, 2.0, 400)
+    mse = w @ (Y - means) ** 2 / w.sum()
+    for scale in (0.05, 0.3):
+        excess, ratio = narrow_variance_excess(Y, w, means, np.broadcast_to(scale * mse, Y.shape))
+        np.testing.assert_allclose(ratio, 1 / scale)
+        np.testing.assert_allclose(excess, 0.5 * (1 / scale - 1 - np.log(1 / scale)), rtol=1e-12)
+    assert narrow_variance_excess(Y, w, means, np.broadcast_to(3 * mse, Y.shape)) == (0.0, pytest.approx(1 / 3))
+    # Per-row variances: the direct weighted Gaussian log-loss against the one at the errors' variance.
+    var = rng.uniform(0.05, 0.3, Y.shape)
+    direct = w @ norm.logpdf(Y, means, np.sqrt(mse)).sum(axis=1) / w.sum() - w @ norm.logpdf(
+        Y, means, np.sqrt(var)
+    ).sum(axis=1) / w.sum()
+    np.testing.assert_allclose(narrow_variance_excess(Y, w, means, var)[0], direct / 2, rtol=1e-10)
+
+
+def test_a_regression_stream_sorted_by_target_whose_predictive_is_far_too_narrow_is_told():
+    # Sorted by target, each row is predicted well one step ahead by a posterior that has just
+    # seen its neighbours, so the noise fitted to those errors is small; the fitted posterior
+    # lost the early rows (in-sample R^2 -0.29, above the forgotten-rows threshold) and its
+    # return_std was 5.5 times too narrow for its errors on them, silently (a probe: 90%
+    # intervals covered 0.20 of held-out rows). The same rows in a shuffled order are not told.
+    X, y = make_friedman1(1000, noise=1.0, random_state=0)
+    X = StandardScaler().fit_transform(X)
+    order = np.argsort(y, kind="stable")
+    with pytest.warns(ConvergenceWarning, match=r"far too narrow for them.*lost the others.*Shuffle"):
+        lost = BONGRegressor(shuffle=False, random_state=0).fit(X[order], y[order])
+    mean, std = lost.predict(X, return_std=True)
+    assert np.mean((y - mean) ** 2) / np.mean(std**2) > 4.5  # the public predictive, as the warning says
+    assert np.mean(np.abs(y - mean) < 1.645 * std) < 0.5
+    shuffled = np.random.default_rng(0).permutation(len(y))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = BONGRegressor(shuffle=False, random_state=0).fit(X[shuffled], y[shuffled])
+    assert not _messages(caught, "lost the others")
+    mean, std = kept.predict(X, return_std=True)
+    assert np.mean(np.abs(y - mean) < 1.645 * std) > 0.8
 
 
 def test_heavy_tailed_counts_whose_means_learn_are_not_told_they_learn_nothing():

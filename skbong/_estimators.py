@@ -3182,7 +3182,7 @@ class _BaseBONG(BaseEstimator):
         predicts the earlier half of them worse than it did one step ahead. On rows sorted by
         target or by a feature, a noise fitted to the one-step-ahead errors, each small next to its
         neighbours, ends far below the fitted posterior's errors on the rows it lost (a probe's
-        friedman1 sorted by target: in-sample R^2 -0.29, return_std 5.5 times too narrow, 90%
+        friedman1 sorted by target: in-sample R^2 -0.29, return_std 5.4 times too narrow, 90%
         intervals covering 0.20 of the test rows, silently)."""
         fit = self._in_sample(config, X, Y, sample_weight, noise_floor, one_step=one_step)
         if fit is None:

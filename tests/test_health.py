@@ -1184,7 +1184,7 @@ def test_a_regression_stream_sorted_by_target_whose_predictive_is_far_too_narrow
     # Sorted by target, each row is predicted well one step ahead by a posterior that has just
     # seen its neighbours, so the noise fitted to those errors is small; the fitted posterior
     # lost the early rows (in-sample R^2 -0.29, above the forgotten-rows threshold) and its
-    # return_std was 5.5 times too narrow for its errors on them, silently (a probe: 90%
+    # return_std was 5.4 times too narrow for its errors on them, silently (a probe: 90%
     # intervals covered 0.20 of held-out rows). The same rows in a shuffled order are not told.
     X, y = make_friedman1(1000, noise=1.0, random_state=0)
     X = StandardScaler().fit_transform(X)

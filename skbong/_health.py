@@ -1018,15 +1018,24 @@ def predictive_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, plugin, spr
     w = np.asarray(w, np.float64)
     if likelihood == "categorical":
         log_probs = [np.sum(np.where(Y > 0, Y * np.asarray(lp, np.float64), 0.0), axis=1) for lp in (plugin, spread)]
+        losses = [-float(w @ log_p) / w.sum() for log_p in log_probs]
     else:
-        squared = (np.asarray(Y, np.float64) - np.asarray(plugin, np.float64)) ** 2
-        mse = np.maximum(w @ squared / w.sum(), np.finfo(np.float64).tiny)
-        log_probs = [
-            -0.5 * np.sum(np.log(2 * np.pi * var) + squared / var, axis=1)
-            for var in (mse, mse + np.asarray(spread, np.float64))
-        ]
-    losses = [-float(w @ log_p) / w.sum() for log_p in log_probs]
+        squared, mse = _squared_errors(Y, plugin, w)
+        losses = [_gaussian_loss(squared, w, var) for var in (mse, mse + np.asarray(spread, np.float64))]
     return losses[1] - losses[0], losses[0], losses[1]
+
+
+def _squared_errors(Y: np.ndarray, means, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The squared errors ``(B, C)`` of ``means`` and their weighted mean per output (at least
+    the least positive float64)."""
+    squared = (np.asarray(Y, np.float64) - np.asarray(means, np.float64)) ** 2
+    return squared, np.maximum(w @ squared / w.sum(), np.finfo(np.float64).tiny)
+
+
+def _gaussian_loss(squared: np.ndarray, w: np.ndarray, var) -> float:
+    """Weighted mean Gaussian log-loss (nats per row, summed over the outputs) of errors whose
+    squares are ``squared`` under the variances ``var`` (per row and output, or per output)."""
+    return float(w @ (0.5 * np.sum(np.log(2 * np.pi * var) + squared / var, axis=1))) / w.sum()
 
 
 def narrow_variance_excess(Y: np.ndarray, w: np.ndarray, means, variances) -> tuple[float, float]:
@@ -1037,14 +1046,12 @@ def narrow_variance_excess(Y: np.ndarray, w: np.ndarray, means, variances) -> tu
     variance, averaged over the outputs. ``excess`` is 0 where the predicted variance is not
     below the error (``ratio <= 1``): a predictive too wide is another fault."""
     w = np.asarray(w, np.float64)
-    squared = (np.asarray(Y, np.float64) - np.asarray(means, np.float64)) ** 2
+    squared, mse = _squared_errors(Y, means, w)
     variances = np.maximum(np.asarray(variances, np.float64), np.finfo(np.float64).tiny)
-    mse = np.maximum(w @ squared / w.sum(), np.finfo(np.float64).tiny)
     ratio = float(np.mean(mse / (w @ variances / w.sum())))
     if not ratio > 1:
         return 0.0, ratio
-    own = w @ np.sum(np.log(variances) + squared / variances, axis=1) / w.sum()
-    return float(0.5 * (own - np.sum(np.log(mse) + 1.0)) / Y.shape[1]), ratio
+    return (_gaussian_loss(squared, w, variances) - _gaussian_loss(squared, w, mse)) / Y.shape[1], ratio
 
 
 def in_sample_excess(likelihood: str, Y: np.ndarray, w: np.ndarray, model_means: np.ndarray, noise_floor=None):

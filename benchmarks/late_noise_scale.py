@@ -11,6 +11,10 @@ over the last ``LATE_ROWS`` training rows of the squared one-step-ahead error ov
 fitted predictive variance (``predict(return_std=True)`` squared) at those rows, rescales
 the test predictive variance. Both use only training rows.
 
+Since session 87 the estimator itself takes ``c`` as the smaller of the mean over all the
+rows and the mean over the latest 200 rows (``latest_noise_scale.py``): a results file
+dated before then has the mean over all the rows as "calibrated", a later one the smaller.
+
 Data: the five UCI sets (splits 0-2) and, cut 70/30 with seeds 0-2, diabetes,
 ``make_friedman1`` (1,000 rows, noise 5 and 1), ``make_regression`` (1,000 rows and 10
 features at noise 5; 600 rows and 20 features, 10 informative, at noise 10) and a sine of

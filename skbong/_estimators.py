@@ -457,6 +457,11 @@ _SHARED_ATTRIBUTES_DOC = """
 _DYNAMICS_PARAMETERS = ("dynamics_decay", "process_noise", "inflation", "inflation_alpha")
 
 
+#: The steps (rows, at ``batch_size=1``) over which a calibrated regressor also takes the mean
+#: of its normalised squared innovations (``Dynamics.innovation_window``): where it is below
+#: the mean over all the rows, it sets the noise scale ``c`` (``BONGRegressor._calibrate``).
+#: 200 rows put its sampling spread at about ``sqrt(2 / 200)``, a tenth, for Gaussian errors.
+RECENT_NOISE_STEPS = 200
 #: Rows (of weight) before the outputs of a calibrated regressor are compared (see
 #: :func:`_output_scales_apart`): their scales' sampling spread, about ``sqrt(2 / n)`` in log,
 #: is then a fifth of ``log OUTPUT_SCALES_RATIO`` or less.
@@ -1696,6 +1701,7 @@ class _BaseBONG(BaseEstimator):
             adaptive_obs_noise=self._adaptive_obs_noise,
             innovation_scale=self._calibrated_noise,
             noise_scaled_belief=self._noise_scaled_belief,
+            innovation_window=RECENT_NOISE_STEPS if self._calibrated_noise else None,
         )
 
     @property
@@ -1897,6 +1903,11 @@ class _BaseBONG(BaseEstimator):
             # Sums of the normalised squared innovations of this call, per member and output, and
             # the rows' total weight (earlier calls included), updated after each pass.
             innovations = np.zeros((1 if grid is None else grid.size, Y.shape[1]))
+            # The window of the latest steps' sums (Dynamics.innovation_window) before this call, then after its
+            # first pass: rows new to the posterior, whose errors a later pass would understate.
+            latest = self.__dict__.get("_innovation_latest") if calibrated and not reset else None
+            if latest is None:  # (a new fit, or a pickle of a version without it: the window starts afresh)
+                latest = np.zeros((innovations.shape[0], RECENT_NOISE_STEPS, 2))
             passes_weight = 0.0 if reset or not calibrated else self._innovation_weight
             # The least variance the health test scores the constant predictor at (_health).
             noise_floor = None
@@ -1982,7 +1993,7 @@ class _BaseBONG(BaseEstimator):
                     # (test NLPD +7.6% on UCI energy, +13.6% on yacht; benchmarks/auto_sigma0.py).
                     start = None
                     if calibrated:
-                        start = ((innovations + (0.0 if reset else self._innovation_sum))[0], passes_weight)
+                        start = ((innovations + (0.0 if reset else self._innovation_sum))[0], passes_weight, latest[0])
                     out = run_filter(
                         config, state, xs, ys, hyper, self.batch_size, key, n_seen, record, self._predict_key(seed, record),
                         sample_weight=ws, callback=progress, latent_prior=latent, return_valid=True,
@@ -1994,11 +2005,13 @@ class _BaseBONG(BaseEstimator):
                         hyper = hyper._replace(obs_noise=out[3])
                     elif calibrated:
                         innovations = innovations + out[3][None]
+                        latest = out[4][None] if epoch == 0 else latest
                 else:
-                    state, hyper, belief_valid, member_innovations = self._run_members(
-                        config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress
+                    state, hyper, belief_valid, member_innovations, member_latest = self._run_members(
+                        config, state, xs, ys, ws, hyper, key, n_seen, record, seed, latent, progress, latest
                     )
                     innovations = innovations + member_innovations
+                    latest = member_latest if epoch == 0 else latest
                     # averaged chunk by chunk as the pass ran
                     log_prob, prediction, evidence = progress.model_average()
                     checkpoint = progress.checkpoint
@@ -2114,7 +2127,7 @@ class _BaseBONG(BaseEstimator):
         if calibrated:
             previous_scale = None if reset else self.__dict__.get("noise_scale_")
             previous_weight = 0.0 if reset else self._innovation_weight
-            self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight)
+            self.posterior_ = self._calibrate(config, reset, innovations, chosen, passes_weight, latest)
             # Calls of fewer than INCONSISTENT_ROWS rows are judged together with the calls after
             # them, against the scale before the first: a stream of one-row calls was never
             # judged (a probe's regime switch went untold for 1,200 rows, its 90% intervals
@@ -2144,7 +2157,9 @@ class _BaseBONG(BaseEstimator):
                         call_sum, call_terms, previous_scale, previous_weight, inconsistent_calls, call_squares
                     )
         else:
-            for name in ("_innovation_sum", "_innovation_weight", "noise_scale_", "_innovations_pending"):
+            for name in (
+                "_innovation_sum", "_innovation_weight", "_innovation_latest", "noise_scale_", "_innovations_pending"
+            ):
                 self.__dict__.pop(name, None)
             if scaled:  # c = R_t / R_0, one scale for all outputs (Dynamics.noise_scaled_belief)
                 self.posterior_ = self._model_posterior(config, float(np.mean(obs_noise / reference_noise)))
@@ -3097,8 +3112,10 @@ class _BaseBONG(BaseEstimator):
         and others too narrow, which no other check sees (they score all outputs together)."""
         apart = None
         if calibrated and self._innovation_weight >= OUTPUT_SCALES_AFTER:
-            scales = noise_scale(np.asarray(self._innovation_sum)[chosen], self._innovation_weight)
-            shared = self.noise_scale_
+            sums = np.asarray(self._innovation_sum)[chosen]
+            scales = noise_scale(sums, self._innovation_weight)
+            # over all the rows, as the outputs' own (noise_scale_ may follow the latest rows alone)
+            shared = float(noise_scale(sums.sum(), sums.size * self._innovation_weight))
             apart = _output_scales_apart(scales, shared)
         elif scaled and n_seen >= OUTPUT_SCALES_AFTER:  # c_t = R_t / R_0, averaged over the outputs
             scales = np.asarray(obs_noise, np.float64) / np.asarray(reference_noise, np.float64)
@@ -3264,14 +3281,17 @@ class _BaseBONG(BaseEstimator):
             out = predict_distribution(config, PluginPredictive(), belief, X[rows], 1.0)
         return median_error_ratio(Y[rows], out.mean)
 
-    def _run_members(self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress):
+    def _run_members(
+        self, config, state, X, Y, sample_weight, hyper, key, n_seen, record, seed, latent, progress, latest
+    ):
         """One pass of the sweep over prior scales, in pieces of one compiled chunk, after
         each of which ``progress`` applies Occam's window: a scale dropped, or one whose
         predictions broke down (log-evidence -inf), keeps its belief and runs no more.
 
         Returns the members' beliefs, ``hyper`` (with the noise estimates), whether each
-        member's belief is valid, and the members' sums of normalised squared innovations
-        (zeros unless the noise scale is calibrated); ``progress`` holds the averaged records."""
+        member's belief is valid, and the members' sums of normalised squared innovations and
+        their windows of the latest steps' sums, going on from ``latest`` (zeros and ``latest``
+        unless the noise scale is calibrated); ``progress`` holds the averaged records."""
         piece = STEP_BUCKETS[-1] * self.batch_size
         adaptive = config.dynamics.adaptive_obs_noise
         innovations = np.zeros((len(progress.evidence), Y.shape[1]))
@@ -3283,13 +3303,16 @@ class _BaseBONG(BaseEstimator):
                 self._predict_key(seed, record), sample_weight=None if sample_weight is None else sample_weight[rows],
                 callback=partial(progress, offset=start), latent_prior=latent, return_valid=True,
                 active=active,  # always a mask: one compiled program before and after a scale drops out
+                # the window goes on from piece to piece; the records stay at the filters' R_0
+                innovation_start=(None, None, latest) if config.dynamics.innovation_scale else None,
             )
             state, valid = out[0], out[-1]
             if adaptive:
                 hyper = hyper._replace(obs_noise=out[3])
             elif config.dynamics.innovation_scale:
                 innovations = innovations + out[3]
-        return state, hyper, valid, innovations
+                latest = out[4]
+        return state, hyper, valid, innovations, latest
 
     def _warn_if_model_unused(self) -> None:
         """Say, once per module, that a module set as ``model`` after the fit does nothing to
@@ -3919,7 +3942,7 @@ class _BaseBONG(BaseEstimator):
         # compute, an ulp away from XLA's, and a resumed stream then drifted from the original.
         return config.family.rescale_precision(self._posterior(), np.asarray(scale, self.dtype), 0.0)
 
-    def _calibrate(self, config, reset, innovations, chosen, total_weight):
+    def _calibrate(self, config, reset, innovations, chosen, total_weight, latest):
         """Set the calibrated noise scale ``c`` (``noise_scale_``) after this call and return
         the posterior with its covariance times ``c`` (the observation noise is ``c R``).
         ``total_weight`` is the rows' total weight so far, earlier calls and passes included.
@@ -3934,11 +3957,25 @@ class _BaseBONG(BaseEstimator):
         filter ran at ``R``; by the invariance of linearised Gaussian updates under
         ``Sigma_0, R -> c Sigma_0, c R`` its means are those of the model with prior
         variance ``c sigma0^2`` and noise ``c R``, whose covariances are the filter's
-        times ``c``."""
+        times ``c``.
+
+        Where the same scale taken on the latest rows alone is smaller, ``c`` is that one:
+        ``latest`` holds, per member, the same terms and weights summed per step over the
+        latest ``RECENT_NOISE_STEPS`` steps up to the end of this call's first pass
+        (``Dynamics.innovation_window``), the calls before included. The mean
+        over all the rows keeps the errors of the first rows, predicted by a posterior still
+        near its prior: where ``R`` is far above the noise of the targets they set ``c``
+        alone (a linear fit of ``make_regression(600, 20, noise=0.1)`` gave ``return_std``
+        17.5 times its test errors). The smaller of the two only ever narrows the
+        predictive, towards what the rows the posterior has learnt from call for; the
+        first pass alone counts, because a second pass predicts rows the posterior has
+        seen. Pickles of earlier versions, without the window, start it afresh."""
         total = innovations if reset else self._innovation_sum + innovations
         n_outputs = total.shape[1]
         scale = float(noise_scale(np.asarray(total[chosen]).sum(), n_outputs * total_weight))
-        self._innovation_sum, self._innovation_weight = total, total_weight
+        latest_terms, latest_weight = np.sum(latest[chosen], axis=0)
+        scale = min(scale, float(noise_scale(latest_terms, n_outputs * latest_weight)))
+        self._innovation_sum, self._innovation_weight, self._innovation_latest = total, total_weight, latest
         return self._model_posterior(config, scale)
 
     def _model_posterior(self, config, scale: float):
@@ -4564,7 +4601,9 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         predictions, in closed form the mean normalised innovation squared ``(y - f(x,
         mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen, with one
         pseudo-row at ``c = 1`` in ``log c``: ``c = mean^(N / (N + 1))`` after ``N`` observations
-        (rows times outputs). One ``c`` serves all outputs: where their errors call for
+        (rows times outputs), or the same over the latest 200 rows (steps) of each call's
+        first pass alone where that is smaller (the first rows, predicted near the prior,
+        can set the mean over all the rows alone). One ``c`` serves all outputs: where their errors call for
         scales more than 4 times apart, the fit warns (use "adaptive", a noise per
         output, or one regressor per output). The Hessian updates give the same means for every
         ``c``, so ``c`` only calibrates the predictive variances and the posterior

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sklearn
-from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.datasets import load_breast_cancer, load_digits, make_regression
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 from sklearn.metrics import log_loss
@@ -396,6 +396,42 @@ def test_regressor_calibrated_noise_partial_fit_equals_fit(linear_stream):
     assert parts.noise_scale_ == pytest.approx(whole.noise_scale_, rel=1e-9)
     for a, b in zip(parts.predict(X[300:], return_std=True), whole.predict(X[300:], return_std=True)):
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+
+
+def test_regressor_calibrated_noise_follows_the_latest_rows_where_the_first_ones_mislead():
+    """A linear target nearly free of noise (a first-time user's ``make_regression(600, 20,
+    noise=0.1)``): at the default ``sigma0 = 0.3`` the prior is far too narrow for its
+    weights and ``R_0 = 0.1 Var(y)`` far above its noise, so the first rows' normalised
+    innovations are thousands of times the later ones'. Their mean over all the rows made
+    ``return_std`` 17.5-22 times the test errors, covering every test row at 90%. The scale
+    is now the smaller of that and their mean over the latest ``RECENT_NOISE_STEPS`` rows:
+    within a factor 1.6 of the errors. Calls shorter than that window, and a pickle between
+    them, give the scale of one call over their rows, and the prequential records score
+    each row as ``predict`` after the rows before it does."""
+    X, y = make_regression(900, 20, noise=0.1, random_state=0)
+    params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", shuffle=False, random_state=0)
+    for fitted in (
+        BONGRegressor(**params).fit(X[:600], y[:600]),
+        BONGRegressor(**params).fit(X[:150], y[:150]).partial_fit(X[150:600], y[150:600]),
+    ):
+        mean, std = fitted.predict(X[600:], return_std=True)
+        rmse = np.sqrt(np.mean((mean - y[600:]) ** 2))
+        assert 0.6 < np.mean(std) / rmse < 1.6
+        assert 0.8 < np.mean(np.abs(mean - y[600:]) < 1.645 * std) < 0.99
+    whole = fitted
+    parts = BONGRegressor(**params).fit(X[:150], y[:150])
+    for rows in (slice(150, 300), slice(300, 450)):
+        parts.partial_fit(X[rows], y[rows])
+    parts = pickle.loads(pickle.dumps(parts)).partial_fit(X[450:600], y[450:600])
+    assert parts.noise_scale_ == pytest.approx(whole.noise_scale_, rel=1e-9)
+    stepwise = BONGRegressor(prequential=True, **params).fit(X[:600], y[:600])
+    expected = []
+    for i in range(600, 605):
+        mean, std = stepwise.predict(X[i : i + 1], return_std=True)
+        expected.append(-0.5 * np.log(2 * np.pi * std[0] ** 2) - 0.5 * (y[i] - mean[0]) ** 2 / std[0] ** 2)
+        stepwise.partial_fit(X[i : i + 1], y[i : i + 1])
+    one_call = BONGRegressor(prequential=True, **params).fit(X[:600], y[:600]).partial_fit(X[600:605], y[600:605])
+    np.testing.assert_allclose(one_call.prequential_log_prob_[600:], expected, rtol=1e-9)
 
 
 def test_regressor_calibrated_noise_with_auto_sigma0_is_the_chosen_scales(linear_stream):

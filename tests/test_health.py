@@ -922,7 +922,11 @@ def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise)
     ``1 + alpha`` a step (F.6): ``return_std`` ends two orders of magnitude above errors
     that a fitted noise follows, which the noise checked only when fixed used to let pass.
     The fit warns and names the bounded inflations; with "hybrid" it stays calibrated and
-    silent, as does "dlr", whose diagonal the data restore."""
+    silent, as does "dlr", whose diagonal the data restore. The calibrated scale, the
+    smaller of its mean over all the rows and over the latest 200, follows the latest
+    rows' errors down as the variance grows: held-out standard deviations about 1.6 times
+    the errors there (z 0.62), under the warning's threshold, and no longer two orders of
+    magnitude off."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((1500, 3))
     y = 3 * X[:, 0] + X[:, 1] + 0.1 * rng.standard_normal(1500)
@@ -932,9 +936,12 @@ def test_simple_inflation_widening_return_std_past_the_errors_is_told(obs_noise)
         return _streamed(reg, X, y, 1200, 300)
 
     z, messages = stream(family="slr", inflation="simple")
-    assert z < 0.05
-    assert len(messages) == 1 and "does not match its errors" in messages[0]
-    assert "inflation='hybrid' or 'bayesian'" in messages[0] and "every direction outside its rank" in messages[0]
+    if obs_noise == "calibrated":
+        assert 0.3 < z < 1 and not messages
+    else:
+        assert z < 0.05
+        assert len(messages) == 1 and "does not match its errors" in messages[0]
+        assert "inflation='hybrid' or 'bayesian'" in messages[0] and "every direction outside its rank" in messages[0]
     for params in ({"family": "slr", "inflation": "hybrid"}, {"family": "dlr", "inflation": "simple"}):
         z, messages = stream(**params)
         assert 0.3 < z < 3 and not messages, params

@@ -110,6 +110,14 @@ class Dynamics:
         ``BONGRegressor(obs_noise="calibrated")``). Given ``run_filter``'s
         ``innovation_start``, the recorded predictives of each step are scaled by the
         value of that scale before it.
+    innovation_window : int, optional
+        With ``innovation_scale``: also return, for each of the latest ``innovation_window``
+        steps that had rows of positive weight, oldest first, the sum of its rows'
+        normalised squared innovations over the outputs and its rows' total weight (an
+        array of shape ``(innovation_window, 2)``, zeros in front where fewer steps were
+        taken). Their sums give the scale's maximum-likelihood value on the latest rows
+        alone; ``run_filter``'s ``innovation_start`` carries the window from a call to the
+        next.
     """
 
     decay: Callable | None = None
@@ -118,6 +126,7 @@ class Dynamics:
     adaptive_obs_noise: bool = False
     innovation_scale: bool = False
     noise_scaled_belief: bool = False
+    innovation_window: int | None = None
 
     def __post_init__(self):
         for name, schedule in (("dynamics_decay", self.decay), ("process_noise", self.process_noise)):
@@ -134,6 +143,13 @@ class Dynamics:
                 _check_schedule(name, schedule)
         if self.adaptive_obs_noise and self.innovation_scale:
             raise ValueError("adaptive_obs_noise and innovation_scale exclude each other: the one moves R, the other needs it fixed.")
+        window = self.innovation_window
+        if window is not None and not (self.innovation_scale and isinstance(window, int) and window >= 1):
+            raise ValueError(
+                "innovation_window is a number of steps, a positive int, of the innovation sums that innovation_scale "
+                f"returns: it needs innovation_scale=True, got {window!r} with "
+                f"innovation_scale={self.innovation_scale}."
+            )
         if self.noise_scaled_belief and not self.adaptive_obs_noise:
             raise ValueError(
                 "noise_scaled_belief scales the belief by the online noise estimate: it needs adaptive_obs_noise."

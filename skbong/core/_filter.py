@@ -578,7 +578,9 @@ def _scan_stream(
     it), the records (zero for the padding steps) and, with ``check_valid``, whether the
     final belief is valid (``family.is_valid``; else None). With ``innovation_scale``,
     ``innovation_start`` holds the sums over the rows before these of the normalised
-    squared innovations (per output) and of the row weights (see :func:`run_filter`)."""
+    squared innovations (per output) and of the row weights (see :func:`run_filter`), both
+    None where the records stay the filter's own, and with ``innovation_window`` the
+    window of the latest steps' sums before these rows, which the scan goes on from."""
     family, dynamics = config.family, config.dynamics
     rows_per_step = xs.shape[1]
     network = _layered_network(config, state, xs, record, static_belief)
@@ -589,6 +591,7 @@ def _scan_stream(
         state = _per_parameter(state, partial(LayeredVector.of, network=network))
 
     scaled_belief = dynamics.noise_scaled_belief
+    scaled_records = dynamics.innovation_scale and innovation_start is not None and innovation_start[0] is not None
     scaled_curvature = scaled_belief and getattr(config.estimator, "empirical_fisher", False)
 
     def update(prior, x, y, m, key, step_hyper, noise):
@@ -626,8 +629,9 @@ def _scan_stream(
             predictive = record(config.apply_fn, config.likelihood, family, prior, x, step_hyper.obs_noise, record_key)
             if scaled_belief:  # the model's predictive: c_t (J Sigma J^T + R_0) per output, c_t = R_t / R_0
                 predictive = predictive._replace(var=predictive.var * (noise / step_hyper.obs_noise))
-            if dynamics.innovation_scale and innovation_start is not None:
-                predictive = predictive._replace(var=_innovation_scale(innovation_start, noise, y.shape[-1]) * predictive.var)
+            if scaled_records:
+                scale = _innovation_scale(innovation_start, noise, y.shape[-1], dynamics.innovation_window is not None)
+                predictive = predictive._replace(var=scale * predictive.var)
             return predictive.log_prob(y), predictive.mean
 
         def innovations(prior, x, y, m):
@@ -660,7 +664,12 @@ def _scan_stream(
         # dense covariance that copy was a pass over P^2 entries per step.
         state, out, prior_mean, terms = jax.lax.cond(jnp.any(m > 0), step, skip, state, x, y, m, step_key)
         if dynamics.innovation_scale:  # the carried sums of the normalised squared innovations and weights
-            noise = (noise[0] + terms, noise[1] + jnp.sum(m))
+            step_weight = jnp.sum(m)
+            latest = noise[2]  # the latest steps' sums (Dynamics.innovation_window), shifted at a step of rows
+            if dynamics.innovation_window is not None:
+                shifted = jnp.roll(latest, -1, axis=0).at[-1].set(jnp.stack([jnp.sum(terms), step_weight]))
+                latest = jnp.where(jnp.any(m > 0), shifted, latest)
+            noise = (noise[0] + terms, noise[1] + step_weight, latest)
         elif dynamics.adaptive_obs_noise:
             # LO-FI Eq. 66 with the residual of the plug-in prediction at mu_{t|t-1}.
             residual = y - jax.vmap(config.likelihood.mean)(config.apply_fn(prior_mean, x))
@@ -670,8 +679,9 @@ def _scan_stream(
     noise = hyper.obs_noise
     if dynamics.adaptive_obs_noise:  # one variance per output, carried from step to step
         noise = jnp.broadcast_to(noise, ys.shape[-1:])
-    elif dynamics.innovation_scale:  # this call's sums, per output, and of the row weights
-        noise = (jnp.zeros(ys.shape[-1:], ys.dtype), jnp.zeros((), ys.dtype))
+    elif dynamics.innovation_scale:  # this call's sums, per output, and of the row weights; the latest steps' window
+        window = _window_start(dynamics, innovation_start, ys.dtype)
+        noise = (jnp.zeros(ys.shape[-1:], ys.dtype), jnp.zeros((), ys.dtype), window)
     carry = (state, jnp.asarray(t0, jnp.int32), noise)
     # Deferred downdates have room for one update a step.
     block_steps, width = (1, 0) if heavy_rows else _deferral(config, state, xs, ys, weights, hyper, key)
@@ -684,8 +694,8 @@ def _scan_stream(
     if carries_gram:
         state = DLRState(state.mean, state.diag_precision, state.low_rank)
     valid = _chunk_is_valid(config, state, hyper) if check_valid else None
-    if dynamics.innovation_scale:
-        noise = noise[0]
+    if dynamics.innovation_scale:  # with a window, the latest steps' sums follow the outputs' sums
+        noise = noise[0] if dynamics.innovation_window is None else jnp.concatenate([noise[0], noise[2].ravel()])
     return ((state, noise) if _carries_noise(dynamics) else state), out, valid
 
 
@@ -839,15 +849,32 @@ def _only_bong_steps(config: FilterConfig, static_belief: bool) -> bool:
     return rule.geometry == "natural" and not rule.with_kl and rule.n_inner_steps == 1 and static_belief
 
 
-def _innovation_scale(start, running, n_outputs: int):
+def _innovation_scale(start, running, n_outputs: int, windowed: bool):
     """The scale ``c`` of the predictive variances before a step (``noise_scale``, as
     the regressor's ``noise_scale_``): from the sum of the normalised squared innovations
     and the total row weight of the rows before it, ``start`` (earlier calls and chunks)
     plus ``running`` (this one's), each a pair ``(S per output, N)``
-    (``innovation_terms`` explains why it scales every predictive variance)."""
+    (``innovation_terms`` explains why it scales every predictive variance). ``windowed``:
+    or from the latest steps' sums, ``running[2]``, where that is smaller."""
     terms = jnp.sum(start[0]) + jnp.sum(running[0])
     weight = start[1] + running[1]
-    return noise_scale(terms, n_outputs * weight)
+    scale = noise_scale(terms, n_outputs * weight)
+    if windowed:
+        latest_terms, latest_weight = jnp.sum(running[2], axis=0)
+        scale = jnp.minimum(scale, noise_scale(latest_terms, n_outputs * latest_weight))
+    return scale
+
+
+def _window_shape(dynamics) -> tuple[int, int]:
+    """The shape of the latest steps' sums a scan carries (``Dynamics.innovation_window``)."""
+    return (dynamics.innovation_window or 0, 2)
+
+
+def _window_start(dynamics, innovation_start, dtype):
+    """The latest steps' sums a scan starts from: those of ``innovation_start``, or zeros."""
+    if dynamics.innovation_window is None or innovation_start is None or len(innovation_start) < 3:
+        return jnp.zeros(_window_shape(dynamics), dtype)
+    return jnp.asarray(innovation_start[2], dtype)
 
 
 def _carries_noise(dynamics) -> bool:
@@ -1011,8 +1038,9 @@ def _sweep_scan(
         belief = state
         if config.dynamics.adaptive_obs_noise:
             belief = (state, jnp.broadcast_to(hyper.obs_noise, ys.shape[-1:]).astype(ys.dtype))
-        elif config.dynamics.innovation_scale:
-            belief = (state, jnp.zeros(ys.shape[-1:], ys.dtype))
+        elif config.dynamics.innovation_scale:  # no sums of its own; its window as it was
+            window = _window_start(config.dynamics, innovation_start, ys.dtype)
+            belief = (state, jnp.concatenate([jnp.zeros(ys.shape[-1:], ys.dtype), window.ravel()]))
         return belief, records, _chunk_is_valid(config, state, hyper) if check_valid else None
 
     def one_member(state, hyper, key, latent, is_active, innovation_start):
@@ -1136,11 +1164,16 @@ def run_filter(
         squared innovations (per output, shape ``(C,)``) and the total weight of the rows
         the belief has absorbed before ``X`` (``(0, 0)`` for a new belief). Each row's
         record is then that of the model whose prior covariance and noise are both scaled
-        by ``c = (1 + S') / (1 + C N')``, ``S'`` and ``N'`` those sums over the rows before
-        its step: the maximum-likelihood scale so far, which
-        ``BONGRegressor(obs_noise="calibrated")`` predicts with (the belief itself is the
-        filter's at scale 1, see :class:`~skbong.core.Dynamics`). Without it the records
-        are the filter's own, at scale 1.
+        by ``c = noise_scale(S', C N')`` (``skbong.core._dynamics.noise_scale``), ``S'`` and
+        ``N'`` those sums over the rows before its step: the maximum-likelihood scale so
+        far, which ``BONGRegressor(obs_noise="calibrated")`` predicts with (the belief
+        itself is the filter's at scale 1, see :class:`~skbong.core.Dynamics`). Without it
+        the records are the filter's own, at scale 1. With
+        ``config.dynamics.innovation_window``, ``(S, N, L)``: ``L`` is the window of the
+        latest steps' sums before ``X`` (the ``latest`` an earlier call returned; zeros of
+        shape ``(W, 2)`` for a new belief), which this call's window goes on from, and
+        ``c`` is the smaller of that and the same scale from the window before the step.
+        ``S`` and ``N`` may then be None: the window goes on, the records stay at scale 1.
 
     Returns
     -------
@@ -1150,7 +1183,14 @@ def run_filter(
         ``y_n`` (class probabilities for a categorical likelihood).
     obs_noise : array of shape (C,)
         Only when ``config.dynamics`` estimates the observation noise: the estimate
-        after the last row, to pass as ``hyper.obs_noise`` to the next call.
+        after the last row, to pass as ``hyper.obs_noise`` to the next call. With
+        ``innovation_scale`` instead, this call's sum of the normalised squared
+        innovations per output (:class:`~skbong.core.Dynamics`).
+    latest : array of shape (W, 2)
+        Only with ``config.dynamics.innovation_window`` (``W``): the sums of those
+        innovations over the outputs and the row weights of the latest ``W`` steps with
+        rows of positive weight, oldest first, this call's after those of
+        ``innovation_start``'s window (zeros in front where fewer were taken).
     valid : bool array of shape ()
         Last, only with ``return_valid``.
     """
@@ -1240,8 +1280,8 @@ def run_sweep(
         default) it costs nothing; vectorised, its steps are computed and discarded.
         ``sigma0="auto"`` leaves out the prior scales its Occam's window has dropped.
     innovation_start : tuple, optional
-        As for :func:`run_filter`, per member: sums of shape ``(K, C)`` and ``(K,)`` (or
-        shared, broadcast).
+        As for :func:`run_filter`, per member: sums of shape ``(K, C)`` and ``(K,)``, and
+        windows of shape ``(K, W, 2)`` (or shared, broadcast).
 
     Returns
     -------
@@ -1249,7 +1289,10 @@ def run_sweep(
     log_prob, mean : ndarrays of shape (K, N) and (K, N, C)
         Only with ``record``.
     obs_noise : array of shape (K, C)
-        Only when ``config.dynamics`` estimates the observation noise.
+        Only when ``config.dynamics`` estimates the observation noise (with
+        ``innovation_scale``, each member's sums of the normalised squared innovations).
+    latest : array of shape (K, W, 2)
+        Only with ``config.dynamics.innovation_window``: each member's latest steps' sums.
     valid : bool array of shape (K,)
         Last, only with ``return_valid``.
     """
@@ -1626,6 +1669,20 @@ def _step_rows(n_rows: int, batch_size: int) -> int:
     return batch_size
 
 
+def _chunk_start(innovation_sum, start_terms, start_weight, latest, dtype):
+    """The ``innovation_start`` of a chunk: the sums of the rows before it (``innovation_sum``
+    of the call's earlier chunks added to the call's start, for the scale of its records; None
+    where its records stay the filter's own) and the window it goes on from (``latest``, with
+    ``innovation_window``); None where neither is needed."""
+    scaled = innovation_sum is not None and start_terms is not None
+    sums = (None, None)
+    if scaled:
+        sums = (np.asarray(start_terms + innovation_sum, dtype), np.asarray(start_weight, dtype))
+    if latest is not None:
+        return (*sums, np.asarray(latest, dtype))
+    return sums if scaled else None
+
+
 def _run_chunks_unchecked(
     scan, config, state, X, Y, hyper, batch_size, key, n_seen, record, record_key, n_lead, weights, callback, latent,
     check_valid, innovation_start,
@@ -1634,11 +1691,17 @@ def _run_chunks_unchecked(
     dtype = state.mean.dtype
     adaptive = config.dynamics.adaptive_obs_noise
     innovation_sum = 0.0 if config.dynamics.innovation_scale else None
+    window = config.dynamics.innovation_window
     weights = _row_weights(weights, X.shape[0], dtype)
     lead_shape = state.mean.shape[:n_lead]
-    if innovation_start is not None:  # the sums before each chunk, for the scale of its records
+    scaled_records = innovation_start is not None and innovation_start[0] is not None
+    if scaled_records:  # the sums before each chunk, for the scale of its records
         start_terms = np.broadcast_to(np.asarray(innovation_start[0], np.float64), (*lead_shape, Y.shape[1]))
         start_weight = np.broadcast_to(np.asarray(innovation_start[1], np.float64), lead_shape)
+    if window is not None:  # the latest steps' sums, carried from chunk to chunk
+        latest = np.zeros((*lead_shape, window, 2))
+        if innovation_start is not None and len(innovation_start) > 2:
+            latest = np.broadcast_to(np.asarray(innovation_start[2], np.float64), latest.shape)
     if record_key is None:
         record_key = default_key(record)
     static_belief = _is_static(config, hyper)
@@ -1676,8 +1739,12 @@ def _run_chunks_unchecked(
             length,
             static_belief,
             check_valid,
-            innovation_start=None if innovation_sum is None or innovation_start is None else (
-                np.asarray(start_terms + innovation_sum, dtype), np.asarray(start_weight + weights[: rows.start].sum(), dtype)
+            innovation_start=_chunk_start(
+                innovation_sum if scaled_records else None,
+                start_terms if scaled_records else None,
+                start_weight + weights[: rows.start].sum() if scaled_records else None,
+                latest if window is not None else None,
+                dtype,
             ),
             heavy_rows=heavy_rows,
         )
@@ -1689,7 +1756,10 @@ def _run_chunks_unchecked(
             hyper = hyper._replace(obs_noise=noise)
         elif innovation_sum is not None:  # each chunk's sum starts at zero
             state, terms = state
-            innovation_sum = innovation_sum + np.asarray(terms, np.float64)
+            terms = np.asarray(terms, np.float64)
+            innovation_sum = innovation_sum + terms[..., : Y.shape[1]]
+            if window is not None:  # the window after the chunk, which went on from the one before
+                latest = terms[..., Y.shape[1] :].reshape(*terms.shape[:-1], window, 2)
         if record is not None:
             n_rows = min(rows.stop, X.shape[0]) - rows.start
             records.append(
@@ -1707,6 +1777,8 @@ def _run_chunks_unchecked(
     extra = (hyper.obs_noise,) if adaptive else ()
     if innovation_sum is not None:
         extra = (np.broadcast_to(innovation_sum, (*lead_shape, Y.shape[1])).copy(),)
+        if window is not None:
+            extra = (*extra, latest)
     if check_valid:
         # A chunk's flag is that of the belief it ends with; without rows, that given.
         extra = (*extra, belief_is_valid(config.family, state) if valid is None else valid)

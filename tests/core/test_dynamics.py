@@ -406,6 +406,55 @@ def test_innovation_sum_matches_dense_ekf(n_out, x64):
     np.testing.assert_allclose(state.mean, mean, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("sweep", [False, True])
+def test_innovation_window_holds_the_latest_steps_sums(sweep, x64):
+    """``innovation_window=W``: per row of positive weight (one a step), the sum over the
+    outputs of ``e^T (h Sigma h^T + R / w)^{-1} e`` at the belief before it and its weight
+    ``w``, the latest ``W`` of them, oldest first, against a dense EKF; zeros in front while
+    fewer were taken. A call given the window of the one before (``innovation_start``) goes
+    on from it: two calls give the window of one over their rows, for a sweep's members too,
+    and a member left out keeps its window."""
+    apply, n_params, X, Y, weights, mean0 = _weighted_stream(2)
+    sigma0, noise, window = 0.6, 0.3, 5
+    mean, cov, steps = mean0.copy(), sigma0**2 * np.eye(n_params), []
+    for x, y, w in zip(X, Y, weights):
+        if w == 0:  # a row of weight zero is no step of the window
+            continue
+        h = np.asarray(jax.jacfwd(lambda th: apply(th, x[None])[0])(mean))
+        residual = y - np.asarray(apply(mean, x[None])[0])
+        steps.append((residual @ np.linalg.solve(h @ cov @ h.T + noise / w * np.eye(2), residual), w))
+        mean, cov = dense_ekf_update(apply, mean, cov, x, y, noise / w)
+    steps = np.array(steps)
+
+    config = make_config(apply, "gaussian", "fc", dynamics=Dynamics(innovation_scale=True, innovation_window=window))
+    state = config.family.init(jnp.asarray(mean0), jnp.asarray(sigma0))
+    run = run_filter
+    if sweep:
+        state = jax.tree_util.tree_map(lambda a: jnp.stack([a, a]), state)
+        run = run_sweep
+    hyper = Hyperparameters(noise, 1.0, 0.0)
+    fresh = state
+    # rows 0-3 hold three of positive weight (row 2 weighs zero)
+    state, _, first = run(config, state, X[:4], Y[:4], hyper, sample_weight=weights[:4])
+    for member in first.reshape(-1, window, 2):
+        np.testing.assert_allclose(member, np.vstack([np.zeros((2, 2)), steps[:3]]), rtol=1e-9)
+    _, _, second = run(
+        config, state, X[4:], Y[4:], hyper, n_seen=4, sample_weight=weights[4:], innovation_start=(None, None, first)
+    )
+    _, _, whole = run(config, fresh, X, Y, hyper, sample_weight=weights, batch_size=1)
+    for member in (*second.reshape(-1, window, 2), *whole.reshape(-1, window, 2)):
+        np.testing.assert_allclose(member, steps[-window:], rtol=1e-9)
+    if sweep:  # the second member left out of the second call
+        _, _, kept = run(
+            config, state, X[4:], Y[4:], hyper, n_seen=4, sample_weight=weights[4:], active=np.array([True, False]),
+            innovation_start=(None, None, first),
+        )
+        np.testing.assert_allclose(kept[0], steps[-window:], rtol=1e-9)
+        np.testing.assert_allclose(kept[1], first[1], rtol=1e-9)
+    with pytest.raises(ValueError, match="innovation_window"):
+        Dynamics(innovation_window=5)
+
+
 @pytest.mark.parametrize("n_out", [1, 2])
 @pytest.mark.parametrize("sweep", [False, True])
 def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64):

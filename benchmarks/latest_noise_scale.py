@@ -7,7 +7,7 @@ one-step-ahead innovations. Up to session 86 ``c`` was their mean over all the r
 posterior was still near its prior, have innovations of the prior's order and set that
 mean alone: ``return_std`` ended up to 20 times the test errors (``late_noise_scale.md``
 measured the effect). The estimator now also takes the mean over the latest
-``RECENT_NOISE_STEPS`` steps (rows, at ``batch_size=1``) of its first pass and uses the
+``RECENT_NOISE_ROWS`` rows (in steps of ``batch_size`` rows) of its first pass and uses the
 smaller of the two.
 
 Both rules come from one fit here: the means and the filter's covariance do not depend on
@@ -40,7 +40,7 @@ from sklearn.preprocessing import StandardScaler
 from _report import RESULTS, markdown_table, write
 from late_noise_scale import SEEDS, nlpd, splits
 from skbong import BONGRegressor
-from skbong._estimators import RECENT_NOISE_STEPS
+from skbong._estimators import RECENT_NOISE_ROWS
 from skbong.core._dynamics import noise_scale
 
 MODELS = {"MLP dlr": ("dlr", (50,), 1), "MLP dlr, 3 passes": ("dlr", (50,), 3), "linear fc": ("fc", (), 1)}
@@ -132,7 +132,7 @@ def main():
     best = sorted(rows, key=lambda r: r[3])[:4]
     summary = (
         f"Mean over splits {', '.join(map(str, SEEDS))}; NLPD in the units of y (lower is better); window "
-        f"{RECENT_NOISE_STEPS} steps. Taking the smaller scale changes the mean NLPD of a cell by {min(changes):+.3f} "
+        f"{RECENT_NOISE_ROWS} rows. Taking the smaller scale changes the mean NLPD of a cell by {min(changes):+.3f} "
         f"to {max(changes):+.3f} nats, and of any one split by at most {worst_split:+.3f}. Largest gains: "
         + "; ".join(f"{name} ({label}) {change:+.3f} (std / RMSE {ratio:.2f} before)"
                     for name, label, ratio, change, *_ in best)

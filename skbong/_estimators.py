@@ -457,11 +457,27 @@ _SHARED_ATTRIBUTES_DOC = """
 _DYNAMICS_PARAMETERS = ("dynamics_decay", "process_noise", "inflation", "inflation_alpha")
 
 
-#: The steps (rows, at ``batch_size=1``) over which a calibrated regressor also takes the mean
-#: of its normalised squared innovations (``Dynamics.innovation_window``): where it is below
-#: the mean over all the rows, it sets the noise scale ``c`` (``BONGRegressor._calibrate``).
-#: 200 rows put its sampling spread at about ``sqrt(2 / 200)``, a tenth, for Gaussian errors.
-RECENT_NOISE_STEPS = 200
+#: The rows over which a calibrated regressor also takes the mean of its normalised squared
+#: innovations, in steps of ``batch_size`` rows (``Dynamics.innovation_window``, see
+#: ``_recent_noise_steps``): where it is below the mean over all the rows, it sets the noise
+#: scale ``c`` (``BONGRegressor._calibrate``). 200 rows put its sampling spread at about
+#: ``sqrt(2 / 200)``, a tenth, for Gaussian errors.
+RECENT_NOISE_ROWS = 200
+
+
+def _recent_noise_steps(batch_size: int) -> int:
+    """The steps of ``batch_size`` rows that hold ``RECENT_NOISE_ROWS`` rows (a call's last step
+    may hold fewer)."""
+    return -(-RECENT_NOISE_ROWS // batch_size)
+
+
+def _window_of(latest, n_steps: int) -> np.ndarray:
+    """The window ``latest`` (``(..., W, 2)``, oldest first) cut or padded in front with zeros
+    to ``n_steps`` steps: a ``batch_size`` set anew between calls changes the window's steps."""
+    latest = np.asarray(latest, np.float64)
+    latest = latest[..., latest.shape[-2] - min(n_steps, latest.shape[-2]) :, :]
+    missing = n_steps - latest.shape[-2]
+    return np.concatenate([np.zeros((*latest.shape[:-2], missing, 2)), latest], axis=-2) if missing else latest
 #: Rows (of weight) before the outputs of a calibrated regressor are compared (see
 #: :func:`_output_scales_apart`): their scales' sampling spread, about ``sqrt(2 / n)`` in log,
 #: is then a fifth of ``log OUTPUT_SCALES_RATIO`` or less.
@@ -1701,7 +1717,7 @@ class _BaseBONG(BaseEstimator):
             adaptive_obs_noise=self._adaptive_obs_noise,
             innovation_scale=self._calibrated_noise,
             noise_scaled_belief=self._noise_scaled_belief,
-            innovation_window=RECENT_NOISE_STEPS if self._calibrated_noise else None,
+            innovation_window=_recent_noise_steps(self.batch_size) if self._calibrated_noise else None,
         )
 
     @property
@@ -1907,7 +1923,8 @@ class _BaseBONG(BaseEstimator):
             # first pass: rows new to the posterior, whose errors a later pass would understate.
             latest = self.__dict__.get("_innovation_latest") if calibrated and not reset else None
             if latest is None:  # (a new fit, or a pickle of a version without it: the window starts afresh)
-                latest = np.zeros((innovations.shape[0], RECENT_NOISE_STEPS, 2))
+                latest = np.zeros((innovations.shape[0], 0, 2))
+            latest = _window_of(latest, config.dynamics.innovation_window or 0)
             passes_weight = 0.0 if reset or not calibrated else self._innovation_weight
             # The least variance the health test scores the constant predictor at (_health).
             noise_floor = None
@@ -3961,7 +3978,7 @@ class _BaseBONG(BaseEstimator):
 
         Where the same scale taken on the latest rows alone is smaller, ``c`` is that one:
         ``latest`` holds, per member, the same terms and weights summed per step over the
-        latest ``RECENT_NOISE_STEPS`` steps up to the end of this call's first pass
+        latest ``RECENT_NOISE_ROWS`` rows (in steps) up to the end of this call's first pass
         (``Dynamics.innovation_window``), the calls before included. The mean
         over all the rows keeps the errors of the first rows, predicted by a posterior still
         near its prior: where ``R`` is far above the noise of the targets they set ``c``
@@ -4601,7 +4618,7 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         predictions, in closed form the mean normalised innovation squared ``(y - f(x,
         mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen, with one
         pseudo-row at ``c = 1`` in ``log c``: ``c = mean^(N / (N + 1))`` after ``N`` observations
-        (rows times outputs), or the same over the latest 200 rows (steps) of each call's
+        (rows times outputs), or the same over the latest 200 rows of each call's
         first pass alone where that is smaller (the first rows, predicted near the prior,
         can set the mean over all the rows alone). One ``c`` serves all outputs: where their errors call for
         scales more than 4 times apart, the fit warns (use "adaptive", a noise per

@@ -404,13 +404,18 @@ def test_regressor_calibrated_noise_follows_the_latest_rows_where_the_first_ones
     weights and ``R_0 = 0.1 Var(y)`` far above its noise, so the first rows' normalised
     innovations are thousands of times the later ones'. Their mean over all the rows made
     ``return_std`` 17.5-22 times the test errors, covering every test row at 90%. The scale
-    is now the smaller of that and their mean over the latest ``RECENT_NOISE_STEPS`` rows:
-    within a factor 1.6 of the errors. Calls shorter than that window, and a pickle between
-    them, give the scale of one call over their rows, and the prequential records score
-    each row as ``predict`` after the rows before it does."""
+    is now the smaller of that and their mean over the latest ``RECENT_NOISE_ROWS`` rows:
+    within a factor 1.6 of the errors, also in steps of 8 rows (the window is of rows, in
+    25 steps), and where ``batch_size`` changes between calls. Calls shorter than that
+    window, and a pickle between them, give the scale of one call over their rows, and the
+    prequential records score each row as ``predict`` after the rows before it does."""
     X, y = make_regression(900, 20, noise=0.1, random_state=0)
     params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", shuffle=False, random_state=0)
     for fitted in (
+        BONGRegressor(batch_size=8, **params).fit(X[:600], y[:600]),
+        BONGRegressor(batch_size=8, **params).fit(X[:300], y[:300]).set_params(batch_size=2).partial_fit(
+            X[300:600], y[300:600]
+        ),
         BONGRegressor(**params).fit(X[:600], y[:600]),
         BONGRegressor(**params).fit(X[:150], y[:150]).partial_fit(X[150:600], y[150:600]),
     ):

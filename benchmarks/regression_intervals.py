@@ -3,7 +3,9 @@ targets nearly free of noise to noisy ones.
 
 ``BONGRegressor``'s default noise (``obs_noise="calibrated"``) fits one scale ``c`` of the
 noise and of the prior covariance: ``c = (S / N)^(N / (N + 1))``, ``S / N`` the mean
-normalised squared one-step-ahead error (``skbong.core._dynamics.noise_scale``). Until
+normalised squared one-step-ahead error (``skbong.core._dynamics.noise_scale``), or since
+session 87 the same over the latest 200 rows where that is smaller (``latest_noise_scale.py``;
+150 training rows lie inside that window, so only the 2,000-row fits can differ). Until
 c6c8fc0 the pseudo-row at ``c = 1`` was added to the sums, ``c = (1 + S) / (1 + N)``,
 which held ``c`` above about ``1 / (N + 1)``; where the noise is far below ``R_0 = 0.1
 Var(y)`` the true ``c`` is smaller than that. Both are shown: the means do not depend on

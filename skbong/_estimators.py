@@ -478,6 +478,8 @@ def _window_of(latest, n_steps: int) -> np.ndarray:
     latest = latest[..., latest.shape[-2] - min(n_steps, latest.shape[-2]) :, :]
     missing = n_steps - latest.shape[-2]
     return np.concatenate([np.zeros((*latest.shape[:-2], missing, 2)), latest], axis=-2) if missing else latest
+
+
 #: Rows (of weight) before the outputs of a calibrated regressor are compared (see
 #: :func:`_output_scales_apart`): their scales' sampling spread, about ``sqrt(2 / n)`` in log,
 #: is then a fifth of ``log OUTPUT_SCALES_RATIO`` or less.
@@ -3983,7 +3985,7 @@ class _BaseBONG(BaseEstimator):
         over all the rows keeps the errors of the first rows, predicted by a posterior still
         near its prior: where ``R`` is far above the noise of the targets they set ``c``
         alone (a linear fit of ``make_regression(600, 20, noise=0.1)`` gave ``return_std``
-        17.5 times its test errors). The smaller of the two only ever narrows the
+        17.9 times its test errors, ``benchmarks/latest_noise_scale.py``). The smaller of the two only ever narrows the
         predictive, towards what the rows the posterior has learnt from call for; the
         first pass alone counts, because a second pass predicts rows the posterior has
         seen. Pickles of earlier versions, without the window, start it afresh."""
@@ -3991,7 +3993,8 @@ class _BaseBONG(BaseEstimator):
         n_outputs = total.shape[1]
         scale = float(noise_scale(np.asarray(total[chosen]).sum(), n_outputs * total_weight))
         latest_terms, latest_weight = np.sum(latest[chosen], axis=0)
-        scale = min(scale, float(noise_scale(latest_terms, n_outputs * latest_weight)))
+        if latest_weight > 0:  # (an empty window would give the scale before any row, 1)
+            scale = min(scale, float(noise_scale(latest_terms, n_outputs * latest_weight)))
         self._innovation_sum, self._innovation_weight, self._innovation_latest = total, total_weight, latest
         return self._model_posterior(config, scale)
 

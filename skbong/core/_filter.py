@@ -859,9 +859,10 @@ def _innovation_scale(start, running, n_outputs: int, windowed: bool):
     terms = jnp.sum(start[0]) + jnp.sum(running[0])
     weight = start[1] + running[1]
     scale = noise_scale(terms, n_outputs * weight)
-    if windowed:
+    if windowed:  # an empty window (no step of weight yet) would give the scale before any row, 1
         latest_terms, latest_weight = jnp.sum(running[2], axis=0)
-        scale = jnp.minimum(scale, noise_scale(latest_terms, n_outputs * latest_weight))
+        latest_scale = noise_scale(latest_terms, n_outputs * latest_weight)
+        scale = jnp.where(latest_weight > 0, jnp.minimum(scale, latest_scale), scale)
     return scale
 
 

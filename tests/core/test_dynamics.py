@@ -455,6 +455,22 @@ def test_innovation_window_holds_the_latest_steps_sums(sweep, x64):
         Dynamics(innovation_window=5)
 
 
+def test_an_empty_window_leaves_the_records_at_the_scale_of_all_the_rows(x64):
+    """A window with no step of weight yet (a start without one) has no scale of its own:
+    the first row is scored at the scale of the earlier rows' sums alone, as without a
+    window, not at the scale before any row (1)."""
+    apply, n_params, X, Y, weights, mean0 = _weighted_stream(1)
+    hyper, record = Hyperparameters(0.3, 1.0, 0.0), LinearizedGaussian()
+    start = (np.array([40.0]), np.asarray(10.0))  # noise_scale: 4^(10/11), about 3.5
+    records = []
+    for window in (None, 5):
+        dynamics = Dynamics(innovation_scale=True, innovation_window=window)
+        config = make_config(apply, "gaussian", "fc", dynamics=dynamics)
+        state = config.family.init(jnp.asarray(mean0), jnp.asarray(0.6))
+        records.append(run_filter(config, state, X[:1], Y[:1], hyper, record=record, innovation_start=start)[1])
+    np.testing.assert_allclose(records[1], records[0], rtol=1e-12)
+
+
 @pytest.mark.parametrize("n_out", [1, 2])
 @pytest.mark.parametrize("sweep", [False, True])
 def test_innovation_scale_records_use_the_scale_fitted_so_far(n_out, sweep, x64):

@@ -411,19 +411,19 @@ def test_regressor_calibrated_noise_follows_the_latest_rows_where_the_first_ones
     prequential records score each row as ``predict`` after the rows before it does."""
     X, y = make_regression(900, 20, noise=0.1, random_state=0)
     params = dict(hidden_layer_sizes=(), family="fc", dtype="float64", shuffle=False, random_state=0)
+    whole = BONGRegressor(**params).fit(X[:150], y[:150]).partial_fit(X[150:600], y[150:600])
     for fitted in (
         BONGRegressor(batch_size=8, **params).fit(X[:600], y[:600]),
         BONGRegressor(batch_size=8, **params).fit(X[:300], y[:300]).set_params(batch_size=2).partial_fit(
             X[300:600], y[300:600]
         ),
         BONGRegressor(**params).fit(X[:600], y[:600]),
-        BONGRegressor(**params).fit(X[:150], y[:150]).partial_fit(X[150:600], y[150:600]),
+        whole,
     ):
         mean, std = fitted.predict(X[600:], return_std=True)
         rmse = np.sqrt(np.mean((mean - y[600:]) ** 2))
         assert 0.6 < np.mean(std) / rmse < 1.6
         assert 0.8 < np.mean(np.abs(mean - y[600:]) < 1.645 * std) < 0.99
-    whole = fitted
     parts = BONGRegressor(**params).fit(X[:150], y[:150])
     for rows in (slice(150, 300), slice(300, 450)):
         parts.partial_fit(X[rows], y[rows])

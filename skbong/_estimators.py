@@ -111,7 +111,7 @@ from .core import (
     sample_posterior,
 )
 from .core._curvature import layer_weights
-from .core._dynamics import latent_prior_at, noise_scale
+from .core._dynamics import latent_prior_at, latest_noise_scale, noise_scale
 from .core._filter import (
     CPU_RUN_ONCE_OPTIONS,
     _dense_padded,
@@ -3991,10 +3991,8 @@ class _BaseBONG(BaseEstimator):
         seen. Pickles of earlier versions, without the window, start it afresh."""
         total = innovations if reset else self._innovation_sum + innovations
         n_outputs = total.shape[1]
-        scale = float(noise_scale(np.asarray(total[chosen]).sum(), n_outputs * total_weight))
-        latest_terms, latest_weight = np.sum(latest[chosen], axis=0)
-        if latest_weight > 0:  # (an empty window would give the scale before any row, 1)
-            scale = min(scale, float(noise_scale(latest_terms, n_outputs * latest_weight)))
+        scale = noise_scale(np.asarray(total[chosen]).sum(), n_outputs * total_weight)
+        scale = float(latest_noise_scale(scale, latest[chosen], n_outputs))
         self._innovation_sum, self._innovation_weight, self._innovation_latest = total, total_weight, latest
         return self._model_posterior(config, scale)
 

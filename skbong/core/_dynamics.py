@@ -335,6 +335,19 @@ def noise_scale(terms, n_observations):
     return xp.exp(count / (count + 1.0) * xp.log(mean))
 
 
+def latest_noise_scale(scale, latest, n_outputs: int):
+    """The scale ``c`` from ``scale`` (:func:`noise_scale` of the sums over all the rows) and
+    the window of the latest steps' sums ``latest`` (``(W, 2)``, ``Dynamics.innovation_window``):
+    the window's own scale where it is smaller. The mean over all the rows keeps the errors
+    of the first rows, predicted near the prior, which can set it alone. A window without a
+    step of weight leaves ``scale`` (its own would be 1, the scale before any row). On host
+    values computed by numpy, as :func:`noise_scale`."""
+    xp = jnp if isinstance(scale, jax.Array) or isinstance(latest, jax.Array) else np
+    latest_terms, latest_weight = xp.sum(latest, axis=0)
+    windowed = xp.minimum(scale, noise_scale(latest_terms, n_outputs * latest_weight))
+    return xp.where(latest_weight > 0, windowed, scale)
+
+
 def update_noise_estimate(obs_noise, residual, weight, n_rows, rate):
     """LO-FI Eq. 66 per output, ``R <- (1 - eps) R + eps e^2``, over the rows of one step.
 

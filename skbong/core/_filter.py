@@ -39,6 +39,7 @@ from ._dynamics import (
     inflate,
     innovation_terms,
     latent_prior_at,
+    latest_noise_scale,
     noise_scale,
     update_noise_estimate,
 )
@@ -859,11 +860,7 @@ def _innovation_scale(start, running, n_outputs: int, windowed: bool):
     terms = jnp.sum(start[0]) + jnp.sum(running[0])
     weight = start[1] + running[1]
     scale = noise_scale(terms, n_outputs * weight)
-    if windowed:  # an empty window (no step of weight yet) would give the scale before any row, 1
-        latest_terms, latest_weight = jnp.sum(running[2], axis=0)
-        latest_scale = noise_scale(latest_terms, n_outputs * latest_weight)
-        scale = jnp.where(latest_weight > 0, jnp.minimum(scale, latest_scale), scale)
-    return scale
+    return latest_noise_scale(scale, running[2], n_outputs) if windowed else scale
 
 
 def _window_shape(dynamics) -> tuple[int, int]:

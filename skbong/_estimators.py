@@ -468,7 +468,7 @@ RECENT_NOISE_ROWS = 200
 def _recent_noise_steps(batch_size: int) -> int:
     """The steps of ``batch_size`` rows that hold ``RECENT_NOISE_ROWS`` rows (a call's last step
     may hold fewer)."""
-    return -(-RECENT_NOISE_ROWS // batch_size)
+    return -(-RECENT_NOISE_ROWS // int(batch_size))  # a Python int: numpy integers come from GridSearchCV
 
 
 def _window_of(latest, n_steps: int) -> np.ndarray:

@@ -3981,14 +3981,14 @@ class _BaseBONG(BaseEstimator):
         Where the same scale taken on the latest rows alone is smaller, ``c`` is that one:
         ``latest`` holds, per member, the same terms and weights summed per step over the
         latest ``RECENT_NOISE_ROWS`` rows (in steps) up to the end of this call's first pass
-        (``Dynamics.innovation_window``), the calls before included. The mean
-        over all the rows keeps the errors of the first rows, predicted by a posterior still
-        near its prior: where ``R`` is far above the noise of the targets they set ``c``
-        alone (a linear fit of ``make_regression(600, 20, noise=0.1)`` gave ``return_std``
-        17.9 times its test errors, ``benchmarks/latest_noise_scale.py``). The smaller of the two only ever narrows the
-        predictive, towards what the rows the posterior has learnt from call for; the
-        first pass alone counts, because a second pass predicts rows the posterior has
-        seen. Pickles of earlier versions, without the window, start it afresh."""
+        (``Dynamics.innovation_window``), the calls before included. The mean over all the
+        rows keeps the errors of the first rows, predicted by a posterior still near its
+        prior: where ``R`` is far above the noise of the targets they set ``c`` alone (a
+        linear fit of ``make_regression(600, 20, noise=0.1)`` gave ``return_std`` 17.9 times
+        its test errors, ``benchmarks/latest_noise_scale.py``). The smaller of the two only
+        ever narrows the predictive, towards what the rows the posterior has learnt from
+        call for; the first pass alone counts, because a second pass predicts rows the
+        posterior has seen. Pickles of earlier versions, without the window, start it afresh."""
         total = innovations if reset else self._innovation_sum + innovations
         n_outputs = total.shape[1]
         scale = noise_scale(np.asarray(total[chosen]).sum(), n_outputs * total_weight)
@@ -4619,10 +4619,10 @@ class BONGRegressor(RegressorMixin, _BaseBONG):
         predictions, in closed form the mean normalised innovation squared ``(y - f(x,
         mu_{t|t-1}))^2 / (J Sigma_{t|t-1} J^T + R_0)`` over the rows seen, with one
         pseudo-row at ``c = 1`` in ``log c``: ``c = mean^(N / (N + 1))`` after ``N`` observations
-        (rows times outputs), or the same over the latest 200 rows of each call's
-        first pass alone where that is smaller (the first rows, predicted near the prior,
-        can set the mean over all the rows alone). One ``c`` serves all outputs: where their errors call for
-        scales more than 4 times apart, the fit warns (use "adaptive", a noise per
+        (rows times outputs), or the same over the latest 200 rows of each call's first
+        pass alone where that is smaller (the first rows, predicted near the prior, can set
+        the mean over all the rows alone). One ``c`` serves all outputs: where their errors
+        call for scales more than 4 times apart, the fit warns (use "adaptive", a noise per
         output, or one regressor per output). The Hessian updates give the same means for every
         ``c``, so ``c`` only calibrates the predictive variances and the posterior
         covariance (exactly for "lin_hess"; "mc_hess" samples at the filter's own scale;

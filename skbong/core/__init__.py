@@ -106,7 +106,17 @@ from ._rvga import ExplicitRVGA, GaussHermite, ImplicitRVGA, InverseProbit, Line
 #: Names defined in ``_models``, which imports flax (about 0.3 s, more where IPython is
 #: installed): loaded at first use, so that ``import skbong`` does not pay for it.
 _NETWORK_NAMES = frozenset(
-    {"MLP", "MLPSpec", "ModuleSpec", "PatchConv", "build_module", "flatten_module", "has_convolution", "module_params"}
+    {
+        "MLP",
+        "MLPSpec",
+        "ModuleSpec",
+        "PatchConv",
+        "build_module",
+        "flatten_module",
+        "has_convolution",
+        "module_params",
+        "parameter_fan_in",
+    }
 )
 
 
@@ -176,6 +186,7 @@ __all__ = [
     "flatten_module",
     "has_convolution",
     "module_params",
+    "parameter_fan_in",
     "make_config",
     "predict_at",
     "predict_distribution",

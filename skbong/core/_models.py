@@ -215,6 +215,50 @@ def module_params(module: nnx.Module) -> np.ndarray:
     return np.concatenate(leaves) if leaves else np.zeros(0, np.float32)
 
 
+def parameter_fan_in(module: nnx.Module) -> np.ndarray:
+    """The fan-in of the layer that holds each weight, in :func:`module_params`' order.
+
+    A layer's fan-in is the number of inputs that each of its outputs sums: for a layer
+    with an ``nnx.Param`` ``kernel`` of flax's layout (inputs first, output features last:
+    ``nnx.Linear``, ``nnx.Conv``, ``nnx.ConvTranspose``, :class:`PatchConv`), the product of
+    the kernel's shape but its last axis (a convolution's window times its input
+    channels), the ``fan_in`` of flax's default LeCun-normal initialiser, whose standard
+    deviation is ``1 / sqrt(fan_in)``; for ``nnx.LinearGeneral``, the product of its
+    ``in_features``. The layer's bias shares it. Weights of modules without a kernel
+    (normalisation scales and offsets, embedding tables) get 1.
+
+    A prior of standard deviation ``s / sqrt(fan_in)`` per weight is the standard
+    parameterisation of priors on network weights (Neal 1996, Sec. 2.2): it keeps the
+    prior's spread of each layer's outputs independent of the layer's width
+    (``benchmarks/results/fan_in_prior.md`` measures it against one ``sigma0``).
+
+    Parameters
+    ----------
+    module : flax.nnx.Module
+
+    Returns
+    -------
+    fan_in : ndarray of shape (P,), int64
+    """
+    owners = {tuple(path): node for path, node in nnx.iter_graph(module) if isinstance(node, nnx.Module)}
+    _, params, _ = nnx.split(module, nnx.Param, ...)
+    pieces = []
+    for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        keys = tuple(key.key for key in path if isinstance(key, jax.tree_util.DictKey))
+        pieces.append(np.full(int(np.size(leaf)), _layer_fan_in(owners.get(keys[:-1])), np.int64))
+    return np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+
+
+def _layer_fan_in(layer) -> int:
+    """Fan-in of one module's weights (:func:`parameter_fan_in`)."""
+    if isinstance(layer, nnx.LinearGeneral):
+        return int(np.prod(layer.in_features, dtype=np.int64))
+    kernel = getattr(layer, "kernel", None)
+    if isinstance(kernel, nnx.Param) and np.ndim(kernel[...]) >= 2:
+        return int(np.prod(np.shape(kernel[...])[:-1], dtype=np.int64))
+    return 1
+
+
 def has_convolution(module: nnx.Module) -> bool:
     """Whether ``module`` contains an ``nnx.Conv`` (which favours ``split=True``)."""
     return any(isinstance(node, nnx.Conv) for _, node in nnx.iter_graph(module))

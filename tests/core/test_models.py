@@ -191,3 +191,57 @@ def test_other_networks_carry_no_layout():
     assert network.covers(15, jnp.ones((2, 4)))
     assert not network.covers(15, jnp.ones((2, 5, 4)))
     assert not network.covers(14, jnp.ones((2, 4)))
+
+
+class _MixedNetwork(nnx.Module):
+    """A convolution, a normalisation, a transposed convolution, a LinearGeneral and a list
+    of dense layers, one of them used twice."""
+
+    def __init__(self, rngs):
+        self.conv = nnx.Conv(3, 4, (3, 2), rngs=rngs)
+        self.norm = nnx.LayerNorm(4, rngs=rngs)
+        self.up = nnx.ConvTranspose(4, 2, (2, 2), rngs=rngs)
+        self.general = nnx.LinearGeneral((2, 5), 3, axis=(-2, -1), rngs=rngs)
+        shared = nnx.Linear(3, 3, rngs=rngs)
+        self.layers = nnx.List([shared, nnx.Linear(3, 6, rngs=rngs), shared])
+
+    def __call__(self, x):
+        return x
+
+
+def test_parameter_fan_in_names_each_weight_s_layer_inputs():
+    """Each weight gets its layer's number of inputs, in module_params' order: placed by
+    hand from the layers' shapes, and equal to the fan-in of flax's own initialiser, whose
+    LeCun-normal kernels have variance 1 / fan_in (checked on the kernels' draws)."""
+    from skbong.core import parameter_fan_in
+
+    module = _MixedNetwork(nnx.Rngs(0))
+    fan_in = parameter_fan_in(module)
+    _, params, _ = nnx.split(module, nnx.Param, ...)
+    assert fan_in.shape == module_params(module).shape and fan_in.dtype == np.int64
+    # tree_leaves order: modules by name, then bias before kernel (or bias before scale)
+    expected_by_layer = [("conv", 3 * 2 * 3, 4 + 3 * 2 * 3 * 4), ("general", 10, 3 + 10 * 3),
+                         ("layers.0", 3, 3 + 9), ("layers.1", 3, 6 + 18), ("norm", 1, 8), ("up", 2 * 2 * 4, 2 + 16 * 2)]
+    expected = np.concatenate([np.full(size, n, np.int64) for _, n, size in expected_by_layer])
+    np.testing.assert_array_equal(fan_in, expected)
+
+    # The initialiser's variance: kernels large enough that the draws pin it down.
+    for layer in (nnx.Linear(400, 300, rngs=nnx.Rngs(1)), nnx.Conv(16, 64, (5, 5), rngs=nnx.Rngs(2))):
+        kernel = np.asarray(layer.kernel[...])
+        kernel_fan_in = parameter_fan_in(layer)[layer.bias[...].size :]  # bias first, then the kernel
+        assert np.all(kernel_fan_in == kernel_fan_in[0])
+        np.testing.assert_allclose(kernel.var() * kernel_fan_in[0], 1.0, atol=0.02)
+
+
+def test_parameter_fan_in_of_the_mlp_is_its_dense_layers_inputs():
+    """The built-in MLP: each layer's block (bias and kernel) of the DenseNetwork layout has
+    that layer's n_in."""
+    from skbong.core import MLPSpec, parameter_fan_in
+
+    module = MLPSpec(7, (5, 4), 3, "relu").build(nnx.Rngs(0))
+    fan_in = parameter_fan_in(module)
+    network = flatten_module(module)[0].dense_network
+    for layer in network.layers:
+        block = fan_in[layer.bias : layer.kernel + layer.n_in * layer.n_out]
+        np.testing.assert_array_equal(block, layer.n_in)
+    assert sum((layer.n_in + 1) * layer.n_out for layer in network.layers) == fan_in.size

@@ -248,6 +248,25 @@ def _diag_output_cov(state: DiagState, jac: jax.Array) -> jax.Array:
     return _row_gram(jac * state.var, jac)
 
 
+def _factor_row_gram(factors: DenseFactors, weight) -> jax.Array:
+    """``J_b diag(weight) J_b^T`` ``(B, K, K)`` for each row ``b`` of a Jacobian in factored
+    form (``J_b^T`` the root's columns ``(b, k)``, :class:`~skbong.core.DenseFactors`): on
+    layer ``l`` entry ``(k, j)`` is ``sum_o D_bko D_bjo sum_i h_bi^2 weight_io`` (``h_b0 = 1``,
+    the bias), ``O(B P)`` instead of the ``O(B K P)`` of the dense Jacobian."""
+    gram = 0.0
+    for layer, h, d in zip(factors.network.layers, factors.inputs, factors.sens):
+        through = with_bias_input(h) ** 2 @ layer_block(weight, layer)  # (B, n_out)
+        gram = gram + jnp.einsum("bko,bjo,bo->bkj", d, d, through)
+    return gram
+
+
+def _diag_output_cov_of_factors(state: DiagState, factors: DenseFactors, jacobian) -> jax.Array:
+    """``J diag(var) J^T`` of Jacobians in factored form; ``jacobian`` (the dense ones,
+    which :meth:`DiagonalLowRank.output_covariance_of_factors` may need) is not used."""
+    del jacobian
+    return _factor_row_gram(factors, state.var)
+
+
 class _Dense:
     """Matrix algebra of the full-covariance families."""
 
@@ -885,6 +904,7 @@ class _DiagonalFamily(_GaussianFamily):
     _init, _predict, _is_valid = staticmethod(_diag_init), staticmethod(_diag_predict), staticmethod(_diag_valid)
     _sample, _covariance = staticmethod(_diag_sample), staticmethod(lambda state: jnp.diag(state.var))
     _output_cov, _rescale = staticmethod(_diag_output_cov), staticmethod(_diag_rescale)
+    output_covariance_of_factors = staticmethod(_diag_output_cov_of_factors)
     _cov_dot = staticmethod(lambda state, v: state.var * v)
     marginal_variance = staticmethod(lambda state: state.var)
 
@@ -1233,14 +1253,49 @@ class DiagonalLowRank:
         jv = (jac.reshape(b * c, p) @ v).reshape(b, c, -1)
         first = _row_gram(jac / ups, jac)
         cov = first - jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv)
-        resolution = 1e4 * jnp.finfo(cov.dtype).eps
-        cancelled = jnp.any(jnp.diagonal(cov, axis1=1, axis2=2) < resolution * jnp.diagonal(first, axis1=1, axis2=2), 1)
-        # Row by row, so that a row's covariance does not depend on the rows computed with it.
-        return jax.lax.cond(
-            jnp.any(cancelled),
-            lambda: jnp.where(cancelled[:, None, None], _dlr_output_cov_from_root(state, jac), cov),
-            lambda: cov,
-        )
+        return _dlr_uncancelled(state, cov, first, lambda: jac)
+
+    def output_covariance_of_factors(self, state: DLRState, factors: DenseFactors, jacobian) -> jax.Array:
+        """:meth:`output_covariance` for Jacobians in factored form
+        (:class:`~skbong.core.DenseFactors`, column ``(b, k)`` of the root ``J_b^T e_k``),
+        ``O(B R P)`` (:func:`_dlr_output_cov_of_factors`); ``jacobian()`` gives them dense
+        ``(B, C, P)``, for rows whose two terms cancel (see :meth:`output_covariance`)."""
+        cov, first = _dlr_output_cov_of_factors(state, factors)
+        return _dlr_uncancelled(state, cov, first, jacobian)
+
+
+def _dlr_uncancelled(state: DLRState, cov: jax.Array, first: jax.Array, jacobian) -> jax.Array:
+    """``cov`` (LO-FI Eq. 61), but for rows where a variance keeps less than ``1e4 eps`` of
+    the first term ``first``: those take :func:`_dlr_output_cov_from_root` of the dense
+    Jacobians ``jacobian()`` (computed only then)."""
+    resolution = 1e4 * jnp.finfo(cov.dtype).eps
+    cancelled = jnp.any(jnp.diagonal(cov, axis1=1, axis2=2) < resolution * jnp.diagonal(first, axis1=1, axis2=2), 1)
+    # Row by row, so that a row's covariance does not depend on the rows computed with it.
+    return jax.lax.cond(
+        jnp.any(cancelled),
+        lambda: jnp.where(cancelled[:, None, None], _dlr_output_cov_from_root(state, jacobian()), cov),
+        lambda: cov,
+    )
+
+
+def _dlr_output_cov_of_factors(state: DLRState, factors: DenseFactors) -> tuple[jax.Array, jax.Array]:
+    """:meth:`DiagonalLowRank.output_covariance` of Jacobians in factored form, and its
+    first term ``J Upsilon^{-1} J^T``: each ``(B, K, K)``.
+
+    LO-FI Eq. 61 as there, with ``J Upsilon^{-1} J^T`` from :func:`_factor_row_gram` and
+    ``J V`` (``V = Upsilon^{-1} W``) from :func:`_factor_cross`: ``O(B R P)``, where the
+    dense Jacobian costs ``O(B K R P)`` and ``B K P`` numbers."""
+    layers = factors.network.layers
+    ups, w = state.diag_precision, state.low_rank
+    v_blocks = [layer_block(w, layer) / layer_block(ups, layer)[..., None] for layer in layers]
+    rank = v_blocks[0].shape[-1]
+    inner = jnp.eye(rank, dtype=v_blocks[0].dtype) + sum(
+        layer_block(w, layer).reshape(-1, rank).T @ v.reshape(-1, rank) for layer, v in zip(layers, v_blocks)
+    )
+    first = _factor_row_gram(factors, jax.tree.map(jnp.reciprocal, ups))
+    b, k = factors.sens[0].shape[:2]
+    jv = _factor_cross(factors, factors.sens, v_blocks).reshape(rank, b, k).transpose(1, 2, 0)
+    return first - jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv), first
 
 
 def _dlr_output_cov_from_root(state: DLRState, jac: jax.Array) -> jax.Array:

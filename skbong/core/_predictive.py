@@ -19,7 +19,9 @@ value                    likelihood    approximation
 ``J`` is the Jacobian of the network output (logits for classification) at the mean;
 ``J Sigma J^T`` comes from the family (``family.output_covariance``), so no ``P x P``
 matrix is formed for the diagonal and low-rank families. Jacobians are built per row by
-reverse mode in sub-batches whose ``B C P`` entries stay under ``JACOBIAN_BUDGET``.
+reverse mode in sub-batches whose ``B C P`` entries stay under ``JACOBIAN_BUDGET``; on a
+dense network the diagonal and low-rank families take them in factored form instead
+(:func:`output_moments`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ._curvature import DenseFactors, n_params
 
 __all__ = [
     "CategoricalPredictive",
@@ -79,24 +83,56 @@ class GaussianPredictive(NamedTuple):
 
 def output_moments(apply_fn, family, state, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Outputs ``f(x_b, mu)`` ``(B, C)`` and their linearised covariance ``J_b Sigma J_b^T``
-    ``(B, C, C)`` (LO-FI Eq. 60 without ``R``)."""
+    ``(B, C, C)`` (LO-FI Eq. 60 without ``R``).
+
+    On a dense network (``apply_fn.dense_network``) and a family that takes Jacobians in
+    factored form (``family.output_covariance_of_factors``: the diagonal and DLR families),
+    the Jacobians are never formed: each layer's part of ``J_b`` is the outer product of
+    the row's input to the layer with the outputs' sensitivities to its pre-activation
+    (:class:`~skbong.core.DenseFactors`), from one forward pass and ``C`` pull-backs of the
+    whole block, and ``J_b Sigma J_b^T`` costs ``O(R P)`` a row instead of ``O(C R P)``.
+    """
     mean = state.mean
     n_rows = x.shape[0]
     n_out = jax.eval_shape(lambda: apply_fn(mean, x[:1])).shape[1]
     # The largest divisor of the batch whose Jacobians fit the budget.
-    per_row = n_out * mean.shape[0]
+    per_row = n_out * n_params(mean)
     sub = max((d for d in range(1, n_rows + 1) if n_rows % d == 0 and d * per_row <= JACOBIAN_BUDGET), default=1)
 
     def row(x_row):
         out = lambda theta: apply_fn(theta, x_row[None])[0]  # noqa: E731
         return out(mean), jax.jacrev(out)(mean)  # (C,), (C, P)
 
-    def block(x_block):
-        f, jac = jax.vmap(row)(x_block)
-        return f, family.output_covariance(state, jac)
+    network = getattr(apply_fn, "dense_network", None)
+    factored = getattr(family, "output_covariance_of_factors", None)
+    if network is not None and factored is not None and network.covers(n_params(mean), x):
+
+        def block(x_block):
+            # The dense Jacobians only for a block where the DLR family needs them.
+            return _factored_moments(network, factored, state, x_block, lambda: jax.vmap(row)(x_block)[1])
+
+    else:
+
+        def block(x_block):
+            f, jac = jax.vmap(row)(x_block)
+            return f, family.output_covariance(state, jac)
 
     f, cov = jax.lax.map(block, x.reshape(n_rows // sub, sub, *x.shape[1:]))
     return f.reshape(n_rows, n_out), cov.reshape(n_rows, n_out, n_out)
+
+
+def _factored_moments(network, output_covariance_of_factors, state, x: jax.Array, jacobian):
+    """:func:`output_moments` of a block of rows ``x`` on a dense network, from the
+    Jacobians' factors: the sensitivities of output ``k`` of every row at once (rows do not
+    mix in the forward pass), ``C`` pull-backs in all."""
+    mean = state.mean
+    taps = [jnp.zeros((x.shape[0], layer.n_out), mean.dtype) for layer in network.layers]
+    f, pull_back, inputs = jax.vjp(lambda t: network.forward(mean, x, t), taps, has_aux=True)
+    n_out = f.shape[1]
+    cotangents = jnp.broadcast_to(jnp.eye(n_out, dtype=f.dtype)[:, None, :], (n_out,) + f.shape)
+    (sens,) = jax.vmap(pull_back)(cotangents)  # per layer (C, B, n_out)
+    factors = DenseFactors(tuple(inputs), tuple(jnp.swapaxes(d, 0, 1) for d in sens), network)
+    return f, output_covariance_of_factors(state, factors, jacobian)
 
 
 @dataclass(frozen=True)

@@ -871,3 +871,73 @@ def test_fc_deferred_downdates_leave_an_mlp_sweep_unchanged(hessian, vectorize, 
         ))
     for expected, got in zip(jax.tree_util.tree_leaves(runs[0]), jax.tree_util.tree_leaves(runs[1])):
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("family", ["diag", "diag_mom", "dlr"])
+def test_output_moments_on_a_dense_network_take_the_jacobians_factors_and_agree_with_them_dense(family, x64):
+    """On an MLP (``apply.dense_network``) output_moments builds ``J Sigma J^T`` from the
+    Jacobians' factors: it equals the covariance of the dense per-row Jacobians (the same
+    function without the layout, which takes the generic path), also for a DLR belief whose
+    rows cancel and so take the square-root form of the dense Jacobians, and in float32."""
+    from skbong.core import output_moments
+
+    spec = MLPSpec(5, (7, 6), 4, "tanh")
+    apply = spec.apply
+    assert apply.dense_network is not None
+
+    def without_layout(theta, x):
+        return apply(theta, x)
+
+    rng = np.random.default_rng(0)
+    n_params = spec.n_params
+    mean = jnp.asarray(rng.normal(size=n_params))
+    x = jnp.asarray(rng.normal(size=(6, 5)))
+    config = make_config(apply, "categorical", family, **({"rank": 3} if family == "dlr" else {}))
+    if family == "dlr":
+        beliefs = [
+            DLRState(mean, jnp.asarray(rng.uniform(0.5, 3.0, n_params)), jnp.asarray(rng.normal(size=(n_params, 3)))),
+            # W pins every direction 1e6 times past Upsilon: each row's variances cancel
+            DLRState(mean, jnp.asarray(rng.uniform(0.5, 2.0, n_params)),
+                     jnp.asarray(np.linalg.qr(rng.normal(size=(n_params, n_params)))[0] * 1e3)),
+        ]
+    else:
+        beliefs = [config.family.init(mean, jnp.asarray(0.7))._replace(var=jnp.asarray(rng.uniform(0.1, 2.0, n_params)))]
+    def jacobian_sized(jaxpr):
+        """Outputs of P x C entries per row or more, outside conditional branches (DLR's
+        rows that cancel take the dense Jacobians in one)."""
+        found = []
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "cond":
+                continue
+            found += [v for v in eqn.outvars if np.prod(v.aval.shape) >= 4 * n_params]
+            for value in eqn.params.values():  # the bodies of scans (lax.map) and of jitted calls
+                if hasattr(value, "jaxpr"):
+                    found += jacobian_sized(getattr(value.jaxpr, "jaxpr", value.jaxpr))
+        return found
+
+    probe = beliefs[0]
+    assert not jacobian_sized(jax.make_jaxpr(lambda s: output_moments(apply, config.family, s, x))(probe).jaxpr)
+    assert jacobian_sized(jax.make_jaxpr(lambda s: output_moments(without_layout, config.family, s, x))(probe).jaxpr)
+
+    jac = np.asarray(jax.vmap(lambda row: jax.jacrev(lambda t: apply(t, row[None])[0])(mean))(x))
+    for state in beliefs:
+        precision = getattr(state, "diag_precision", None)
+        # J Upsilon^-1 J^T (DLR's first term; J Sigma J^T for the diagonal families): the
+        # scale of the round-off of either form
+        first = np.einsum("bcp,p,bcp->bc", jac, 1 / precision if precision is not None else state.var, jac).max()
+        for dtype, rtol in ((jnp.float64, 1e-12), (jnp.float32, 2e-5)):
+            state_d = jax.tree.map(lambda a: a.astype(dtype), state)
+
+            def moments(apply_fn, state=state_d, dtype=dtype):
+                return jax.jit(lambda s, x: output_moments(apply_fn, config.family, s, x))(state, x.astype(dtype))
+
+            (f, cov), (f_ref, cov_ref) = moments(apply), moments(without_layout)
+            np.testing.assert_allclose(f, f_ref, rtol=rtol, atol=rtol)
+            atol = max(rtol * float(np.abs(cov_ref).max()), 100 * float(jnp.finfo(dtype).eps) * first)
+            np.testing.assert_allclose(cov, cov_ref, rtol=rtol, atol=atol)
+            if precision is not None and state is beliefs[1]:
+                # the variances are below 1e-4 of the first term's: in float32 (under 1e4 eps)
+                # both forms take the square root of the dense Jacobians, so they agree exactly
+                assert np.all(np.diagonal(np.asarray(cov_ref, np.float64), axis1=1, axis2=2) < 1e-4 * first)
+                if dtype == jnp.float32:
+                    np.testing.assert_array_equal(cov, cov_ref)

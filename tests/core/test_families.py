@@ -6,6 +6,7 @@ matrix inverses.
 """
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -921,18 +922,16 @@ def test_output_moments_on_a_dense_network_take_the_jacobians_factors_and_agree_
     assert jacobian_sized(jax.make_jaxpr(lambda s: output_moments(without_layout, config.family, s, x))(probe).jaxpr)
 
     jac = np.asarray(jax.vmap(lambda row: jax.jacrev(lambda t: apply(t, row[None])[0])(mean))(x))
+    # compiled once per path and dtype, for both beliefs
+    moments = {fn: jax.jit(functools.partial(output_moments, fn, config.family)) for fn in (apply, without_layout)}
     for state in beliefs:
         precision = getattr(state, "diag_precision", None)
         # J Upsilon^-1 J^T (DLR's first term; J Sigma J^T for the diagonal families): the
         # scale of the round-off of either form
         first = np.einsum("bcp,p,bcp->bc", jac, 1 / precision if precision is not None else state.var, jac).max()
         for dtype, rtol in ((jnp.float64, 1e-12), (jnp.float32, 2e-5)):
-            state_d = jax.tree.map(lambda a: a.astype(dtype), state)
-
-            def moments(apply_fn, state=state_d, dtype=dtype):
-                return jax.jit(lambda s, x: output_moments(apply_fn, config.family, s, x))(state, x.astype(dtype))
-
-            (f, cov), (f_ref, cov_ref) = moments(apply), moments(without_layout)
+            state_d, x_d = jax.tree.map(lambda a: a.astype(dtype), (state, x))
+            (f, cov), (f_ref, cov_ref) = (moments[fn](state_d, x_d) for fn in (apply, without_layout))
             np.testing.assert_allclose(f, f_ref, rtol=rtol, atol=rtol)
             atol = max(rtol * float(np.abs(cov_ref).max()), 100 * float(jnp.finfo(dtype).eps) * first)
             np.testing.assert_allclose(cov, cov_ref, rtol=rtol, atol=atol)

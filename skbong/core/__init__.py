@@ -106,17 +106,8 @@ from ._rvga import ExplicitRVGA, GaussHermite, ImplicitRVGA, InverseProbit, Line
 #: Names defined in ``_models``, which imports flax (about 0.3 s, more where IPython is
 #: installed): loaded at first use, so that ``import skbong`` does not pay for it.
 _NETWORK_NAMES = frozenset(
-    {
-        "MLP",
-        "MLPSpec",
-        "ModuleSpec",
-        "PatchConv",
-        "build_module",
-        "flatten_module",
-        "has_convolution",
-        "module_params",
-        "parameter_fan_in",
-    }
+    "MLP MLPSpec ModuleSpec PatchConv build_module flatten_module has_convolution module_params "
+    "parameter_fan_in".split()
 )
 
 

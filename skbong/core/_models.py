@@ -27,6 +27,7 @@ __all__ = [
     "flatten_module",
     "has_convolution",
     "module_params",
+    "parameter_fan_in",
 ]
 
 

@@ -1285,16 +1285,11 @@ def _dlr_output_cov_of_factors(state: DLRState, factors: DenseFactors) -> tuple[
     LO-FI Eq. 61 as there, with ``J Upsilon^{-1} J^T`` from :func:`_factor_row_gram` and
     ``J V`` (``V = Upsilon^{-1} W``) from :func:`_factor_cross`: ``O(B R P)``, where the
     dense Jacobian costs ``O(B K R P)`` and ``B K P`` numbers."""
-    layers = factors.network.layers
-    ups, w = state.diag_precision, state.low_rank
-    v_blocks = [layer_block(w, layer) / layer_block(ups, layer)[..., None] for layer in layers]
-    rank = v_blocks[0].shape[-1]
-    inner = jnp.eye(rank, dtype=v_blocks[0].dtype) + sum(
-        layer_block(w, layer).reshape(-1, rank).T @ v.reshape(-1, rank) for layer, v in zip(layers, v_blocks)
-    )
-    first = _factor_row_gram(factors, jax.tree.map(jnp.reciprocal, ups))
+    v, inner = _woodbury_factors(state.diag_precision, state.low_rank)
+    first = _factor_row_gram(factors, 1 / state.diag_precision)
+    v_blocks = [layer_block(v, layer) for layer in factors.network.layers]
     b, k = factors.sens[0].shape[:2]
-    jv = _factor_cross(factors, factors.sens, v_blocks).reshape(rank, b, k).transpose(1, 2, 0)
+    jv = _factor_cross(factors, factors.sens, v_blocks).reshape(v.shape[1], b, k).transpose(1, 2, 0)
     return first - jnp.einsum("bcr,rs,bds->bcd", jv, jnp.linalg.inv(inner), jv), first
 
 

@@ -13,7 +13,8 @@ This script measures that prior on the default estimators: the per-parameter sta
 deviation ``s / sqrt(n_in)`` for the kernel and the bias of every layer of ``n_in`` inputs
 (``skbong.core.parameter_fan_in``), given to the filter in place of the scalar ``sigma0``
 (the filter's families take a per-parameter prior; the estimators do not expose it, so the
-script replaces their call of ``init_belief``). ``s = 2.4`` is fixed in advance as the value that leaves digits' first layer
+script replaces their call of ``init_belief``, and reads the network's fan-in where they read
+its initial weights, ``module_params``). ``s = 2.4`` is fixed in advance as the value that leaves digits' first layer
 at today's 0.3 (``0.3 sqrt(64)``); 1.5 and 3.5 show the slope around it. ``sigma0="auto"``
 (the evidence-weighted sweep over fixed scales) is the reference for choosing a scale from
 the data. The estimators' prior checks still judge the scalar ``sigma0``; their warnings are

@@ -904,6 +904,7 @@ def test_output_moments_on_a_dense_network_take_the_jacobians_factors_and_agree_
     else:
         variances = jnp.asarray(rng.uniform(0.1, 2.0, n_params))
         beliefs = [config.family.init(mean, jnp.asarray(0.7))._replace(var=variances)]
+
     def jacobian_sized(jaxpr):
         """Outputs of P x C entries per row or more, outside conditional branches (DLR's
         rows that cancel take the dense Jacobians in one)."""

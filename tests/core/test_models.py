@@ -217,7 +217,6 @@ def test_parameter_fan_in_names_each_weight_s_layer_inputs():
 
     module = _MixedNetwork(nnx.Rngs(0))
     fan_in = parameter_fan_in(module)
-    _, params, _ = nnx.split(module, nnx.Param, ...)
     assert fan_in.shape == module_params(module).shape and fan_in.dtype == np.int64
     # tree_leaves order: modules by name, then bias before kernel (or bias before scale)
     expected_by_layer = [("conv", 3 * 2 * 3, 4 + 3 * 2 * 3 * 4), ("general", 10, 3 + 10 * 3),

@@ -345,24 +345,26 @@ class LinearizedHessian:
         network = getattr(apply_fn, "dense_network", None)
         factors = None
         if network is not None and network.covers(n_params(state.mean), x):
-            factors = _dense_factors(network, state.mean, x, cotangents.reshape(b * k, b, c))
+            # Cotangent j holds column j of every row's L_b.
+            factors = pulled_back_factors(network, state.mean, x, jnp.transpose(roots, (2, 0, 1)))[1]
         # On a LayeredVector belief only the factors are read; XLA drops the flat root.
         return LowRankCurvature(flat_rows(grad), flat_rows(root).T, coords.reshape(b * k), factors)
 
 
-def _dense_factors(network: DenseNetwork, theta, x, cotangents) -> DenseFactors:
-    """:class:`DenseFactors` of the root whose column ``(b, k)`` is the pull-back of
-    ``cotangents[b * K + k]`` (nonzero in row ``b`` only), from one reverse pass per
-    column through the taps: no ``P``-sized array."""
-    n_rows = x.shape[0]
-    taps = [jnp.zeros((n_rows, layer.n_out), theta.dtype) for layer in network.layers]
-    _, pull_back, inputs = jax.vjp(lambda t: network.forward(theta, x, t), taps, has_aux=True)
-    (sens,) = jax.vmap(pull_back)(cotangents)  # per layer (B K, B, n_out), row b of column (b, k)
-    own_row = jnp.eye(n_rows, dtype=theta.dtype)
-    sens = tuple(
-        jnp.einsum("bkco,bc->bko", s.reshape(n_rows, -1, n_rows, s.shape[-1]), own_row) for s in sens
-    )
-    return DenseFactors(tuple(inputs), sens, network)
+def pulled_back_factors(network: DenseNetwork, theta, x, cotangents) -> tuple[jax.Array, DenseFactors]:
+    """The network's outputs ``f(x, theta)`` ``(B, C)`` and the :class:`DenseFactors` whose
+    column ``(b, k)`` is row ``b``'s pull-back ``J_b^T cotangents[k, b]`` of the ``K``
+    cotangents ``(K, B, C)``: one reverse pass per ``k`` through the taps, no ``P``-sized
+    array.
+
+    Rows do not mix in a dense network's forward pass, so the sensitivities of one pass with
+    cotangent ``k`` in every row are each row's own: ``K`` passes give the ``B K`` columns,
+    where one pass per column (nonzero in its row only) takes ``B K``.
+    """
+    taps = [jnp.zeros((x.shape[0], layer.n_out), theta.dtype) for layer in network.layers]
+    f, pull_back, inputs = jax.vjp(lambda t: network.forward(theta, x, t), taps, has_aux=True)
+    (sens,) = jax.vmap(pull_back)(cotangents)  # per layer (K, B, n_out)
+    return f, DenseFactors(tuple(inputs), tuple(jnp.swapaxes(d, 0, 1) for d in sens), network)
 
 
 @dataclass(frozen=True)

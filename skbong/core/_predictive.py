@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._curvature import DenseFactors, n_params
+from ._curvature import n_params, pulled_back_factors
 
 __all__ = [
     "CategoricalPredictive",
@@ -125,13 +125,9 @@ def _factored_moments(network, output_covariance_of_factors, state, x: jax.Array
     """:func:`output_moments` of a block of rows ``x`` on a dense network, from the
     Jacobians' factors: the sensitivities of output ``k`` of every row at once (rows do not
     mix in the forward pass), ``C`` pull-backs in all."""
-    mean = state.mean
-    taps = [jnp.zeros((x.shape[0], layer.n_out), mean.dtype) for layer in network.layers]
-    f, pull_back, inputs = jax.vjp(lambda t: network.forward(mean, x, t), taps, has_aux=True)
-    n_out = f.shape[1]
-    cotangents = jnp.broadcast_to(jnp.eye(n_out, dtype=f.dtype)[:, None, :], (n_out,) + f.shape)
-    (sens,) = jax.vmap(pull_back)(cotangents)  # per layer (C, B, n_out)
-    factors = DenseFactors(tuple(inputs), tuple(jnp.swapaxes(d, 0, 1) for d in sens), network)
+    n_out = network.layers[-1].n_out
+    cotangents = jnp.broadcast_to(jnp.eye(n_out, dtype=state.mean.dtype)[:, None, :], (n_out, x.shape[0], n_out))
+    f, factors = pulled_back_factors(network, state.mean, x, cotangents)
     return f, output_covariance_of_factors(state, factors, jacobian)
 
 

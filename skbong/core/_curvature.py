@@ -317,7 +317,9 @@ class LinearizedHessian:
     this is ``g = H^T R^{-1} (y - yhat)``, ``G = -H^T R^{-1} H`` (Eqs. 21-22, 126-127); for
     a categorical it is the same with ``R^{-1}`` read as a pseudo-inverse (LO-FI
     footnote 2). ``U = [J_1^T L_1, ..., J_B^T L_B]`` comes from ``B C`` vector-Jacobian
-    products; no ``P x P`` matrix is formed.
+    products; no ``P x P`` matrix is formed. On a dense network its factors
+    (:class:`DenseFactors`) come from one pull-back of the whole batch per column of ``L_b``
+    (:func:`pulled_back_factors`).
     """
 
     name = "lin_hess"

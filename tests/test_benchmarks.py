@@ -44,7 +44,7 @@ def _missing_names(tree: ast.Module) -> list[str]:
             for alias in node.names:
                 if alias.name.split(".")[0] == "skbong":
                     module = importlib.import_module(alias.name)
-                    # "import skbong.core" binds "skbong"; "import skbong.core as c" binds c
+                    # read as "skbong.core.name" after "import skbong.core", "c.name" after "... as c"
                     modules[alias.asname or alias.name] = module
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "skbong":
             module = importlib.import_module(node.module)
